@@ -1,0 +1,67 @@
+"""rlgear: a plugin-based reinforcement-learning framework.
+
+``import rlgear`` is cheap: it imports no plugin, no torch, tensorflow or ray.
+The public names below are resolved lazily on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first attribute access)
+_LAZY = {
+    "StepType": "rlgear.timestep",
+    "TimeStep": "rlgear.timestep",
+    "SampleBatch": "rlgear.sample_batch",
+    "Box": "rlgear.spaces",
+    "Discrete": "rlgear.spaces",
+    "Policy": "rlgear.policy",
+    "Evaluator": "rlgear.evaluator",
+    "WorkerSet": "rlgear.evaluator",
+    "Trainer": "rlgear.trainer",
+    "TrialScheduler": "rlgear.scheduler",
+    "Trial": "rlgear.scheduler",
+    "EnvAdapter": "rlgear.env",
+    "VectorEnv": "rlgear.env",
+    "Backend": "rlgear.backend",
+    "hookimpl": "rlgear.hooks",
+    "train": "rlgear.api",
+    "load": "rlgear.api",
+    "RLGearError": "rlgear.errors",
+    "ConfigError": "rlgear.errors",
+    "PluginError": "rlgear.errors",
+}
+_SUBMODULES = {"value_ops", "config", "registry", "hooks", "checkpoint", "errors", "spaces"}
+
+__all__ = sorted([*_LAZY, "__version__", *_SUBMODULES])
+
+if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
+    from rlgear.api import load, train
+    from rlgear.backend import Backend
+    from rlgear.env import EnvAdapter, VectorEnv
+    from rlgear.errors import ConfigError, PluginError, RLGearError
+    from rlgear.evaluator import Evaluator, WorkerSet
+    from rlgear.hooks import hookimpl
+    from rlgear.policy import Policy
+    from rlgear.sample_batch import SampleBatch
+    from rlgear.scheduler import Trial, TrialScheduler
+    from rlgear.spaces import Box, Discrete
+    from rlgear.timestep import StepType, TimeStep
+    from rlgear.trainer import Trainer
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"rlgear.{name}")
+    raise AttributeError(f"module 'rlgear' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

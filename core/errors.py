@@ -1,0 +1,45 @@
+"""Errors a user can meet.
+
+Every error that a user can cause by what they wrote (a config, a plugin name,
+a checkpoint path) is an :class:`RLGearError`. The CLI prints these as one line
+and exits with status 2, without a traceback: the message itself must say what
+went wrong, where, and what to do. Anything else escaping the CLI is a bug in
+rlgear or a plugin and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class RLGearError(Exception):
+    """Base class of the errors that are the user's to fix."""
+
+
+class ConfigError(RLGearError):
+    """A config file or override is malformed, has an unknown key or a wrong type."""
+
+
+class PluginError(RLGearError):
+    """A plugin is unknown, failed to import, or is missing a dependency."""
+
+
+class UnsupportedError(RLGearError):
+    """An algorithm was paired with an env or backend it does not support."""
+
+
+class CheckpointError(RLGearError):
+    """A checkpoint or run folder is missing, incomplete or from another run."""
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate most like ``name`` (for 'did you mean' hints), or None."""
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A '; did you mean X?' suffix, or an empty string when nothing is close."""
+    match = closest(name, candidates)
+    return f"; did you mean '{match}'?" if match else ""

@@ -1,0 +1,109 @@
+"""SampleBatch: a columnar dict of numpy arrays, the unit of experience.
+
+A SampleBatch is the only thing that crosses process and machine boundaries,
+so it holds plain numpy arrays and nothing else. All columns share the leading
+dimension (rows). Column names are the RL names users know from RLlib:
+``obs``, ``actions``, ``rewards``, ``advantages``, ``value_targets`` ...
+
+Rows are *transitions after postprocessing*: the evaluator collects time-major
+``[T+1, B]`` fragments, the algorithm's postprocessing turns them into rows
+(dropping the bootstrap row and the LAST rows, whose actions are never trained
+on), and from then on a batch is flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+
+class SampleBatch(dict):
+    """Columns of equal length. A ``dict`` subclass so it pickles and prints plainly."""
+
+    # Column names shared by evaluators, postprocessing and losses.
+    OBS = "obs"
+    ACTIONS = "actions"
+    REWARDS = "rewards"
+    DISCOUNTS = "discounts"
+    STEP_TYPES = "step_types"
+    PREV_ACTIONS = "prev_actions"
+    ENV_IDS = "env_ids"
+    ACTION_LOGP = "action_logp"
+    ACTION_DIST_INPUTS = "action_dist_inputs"
+    VF_PREDS = "vf_preds"
+    ADVANTAGES = "advantages"
+    VALUE_TARGETS = "value_targets"
+
+    def __init__(self, columns: Mapping[str, np.ndarray] | None = None, **kwargs: np.ndarray):
+        super().__init__()
+        merged = dict(columns or {}, **kwargs)
+        for key, value in merged.items():
+            self[key] = np.asarray(value)
+        self._check_lengths()
+
+    def _check_lengths(self) -> None:
+        lengths = {key: len(value) for key, value in self.items() if np.ndim(value) > 0}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"SampleBatch columns differ in length: {lengths}")
+
+    def __len__(self) -> int:  # number of rows, not of columns
+        for value in self.values():
+            return int(value.shape[0]) if np.ndim(value) > 0 else 0
+        return 0
+
+    @property
+    def count(self) -> int:
+        return len(self)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.keys())
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in self.items())
+        return f"SampleBatch({len(self)} rows; {cols})"
+
+    @staticmethod
+    def concat(batches: Sequence[SampleBatch]) -> SampleBatch:
+        """Concatenate rows; all batches must have the same columns."""
+        batches = [b for b in batches if len(b) > 0]
+        if not batches:
+            return SampleBatch()
+        keys = set(batches[0].keys())
+        for b in batches[1:]:
+            if set(b.keys()) != keys:
+                raise ValueError(
+                    f"cannot concat batches with different columns: {sorted(keys)} vs {sorted(b)}"
+                )
+        return SampleBatch({k: np.concatenate([b[k] for b in batches]) for k in batches[0]})
+
+    def slice(self, start: int, end: int) -> SampleBatch:
+        return SampleBatch({k: v[start:end] for k, v in self.items()})
+
+    def select(self, rows: np.ndarray) -> SampleBatch:
+        """Rows picked by an index array or a boolean mask."""
+        return SampleBatch({k: v[rows] for k, v in self.items()})
+
+    def shuffle(self, rng: np.random.Generator) -> SampleBatch:
+        """A new batch with the rows in a random order (all columns permuted alike)."""
+        return self.select(rng.permutation(len(self)))
+
+    def minibatches(
+        self, size: int, rng: np.random.Generator | None = None, drop_last: bool = False
+    ) -> Iterator[SampleBatch]:
+        """Yield consecutive minibatches of ``size`` rows (shuffled first when ``rng`` is given).
+
+        The last, smaller minibatch is yielded unless ``drop_last`` is set.
+        """
+        if size <= 0:
+            raise ValueError(f"minibatch size must be positive, got {size}")
+        order = rng.permutation(len(self)) if rng is not None else np.arange(len(self))
+        for start in range(0, len(self), size):
+            idx = order[start : start + size]
+            if drop_last and len(idx) < size:
+                return
+            yield self.select(idx)
+
+    def copy(self) -> SampleBatch:
+        return SampleBatch({k: v.copy() for k, v in self.items()})

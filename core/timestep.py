@@ -1,0 +1,61 @@
+"""TimeStep: what every environment adapter emits, with ALF's step-type semantics.
+
+All fields are batched over envs (leading dimension ``num_envs``).
+
+=============  =========================================================
+``step_type``  FIRST (0) after a reset, MID (1), LAST (2) at an episode end
+``reward``     reward for the *previous* action (0 at FIRST)
+``discount``   0 at a LAST caused by a true terminal, 1 at a LAST caused
+               by a time limit (truncation), 1 otherwise
+``observation`` the observation (at LAST: the final observation)
+``prev_action`` the action that led here (zeros at FIRST)
+``env_id``     index of the env within the batch
+=============  =========================================================
+
+The step after a LAST is the FIRST of the next episode; the action chosen at
+a LAST step is never trained on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+
+class StepType(IntEnum):
+    FIRST = 0
+    MID = 1
+    LAST = 2
+
+
+@dataclass
+class TimeStep:
+    step_type: np.ndarray  # int32 [B]
+    reward: np.ndarray  # float32 [B]
+    discount: np.ndarray  # float32 [B]
+    observation: np.ndarray  # [B, *obs_shape]
+    prev_action: np.ndarray  # [B, *action_shape]
+    env_id: np.ndarray  # int32 [B]
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.step_type.shape[0])
+
+    def is_first(self) -> np.ndarray:
+        return self.step_type == StepType.FIRST
+
+    def is_mid(self) -> np.ndarray:
+        return self.step_type == StepType.MID
+
+    def is_last(self) -> np.ndarray:
+        return self.step_type == StepType.LAST
+
+    def is_terminated(self) -> np.ndarray:
+        """LAST steps that ended in a true terminal state (nothing to bootstrap)."""
+        return self.is_last() & (self.discount == 0)
+
+    def is_truncated(self) -> np.ndarray:
+        """LAST steps cut by a time limit (the return bootstraps from their value)."""
+        return self.is_last() & (self.discount != 0)

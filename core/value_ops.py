@@ -1,0 +1,106 @@
+"""Return and advantage computations shared by every algorithm (numpy, ALF layout).
+
+Layout (as in ALF): ``rewards[t]`` and ``discounts[t]`` arrive *with* step
+``t``, i.e. ``rewards[t]`` is the reward for the action taken at ``t-1``. So the
+return of step ``t`` is built from ``rewards[t+1]``, ``discounts[t+1]`` and
+onward, and ``discounts`` must already be multiplied by gamma. The final row
+``T-1`` only supplies the bootstrap value; outputs have ``T-1`` rows.
+
+The truth table every function here follows:
+
+=========  ========  ===================================  ======================
+step type  discount  bootstrap from this step's value?    learn this step's value?
+=========  ========  ===================================  ======================
+FIRST      1         no                                   yes
+MID        1         yes                                  yes
+LAST       0         no (true terminal)                   no
+LAST       1         yes (time limit: truncation)         no
+=========  ========  ===================================  ======================
+
+At a LAST step the return is the step's own value and the advantage is 0, so
+nothing leaks across an episode boundary.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlgear.timestep import StepType
+
+
+def _to_time_major(arrays: list[np.ndarray], time_major: bool) -> list[np.ndarray]:
+    if time_major:
+        return arrays
+    return [np.swapaxes(a, 0, 1) if a.ndim > 1 else a for a in arrays]
+
+
+def _check_shapes(rewards, values, step_types, discounts) -> None:
+    shape = np.shape(rewards)
+    for name, arr in (("values", values), ("step_types", step_types), ("discounts", discounts)):
+        if np.shape(arr) != shape:
+            raise ValueError(f"{name} has shape {np.shape(arr)}, rewards has {shape}")
+    if len(shape) == 0 or shape[0] < 2:
+        raise ValueError(f"need at least 2 time steps (the last is the bootstrap), got {shape}")
+
+
+def discounted_return(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    step_types: np.ndarray,
+    discounts: np.ndarray,
+    time_major: bool = True,
+) -> np.ndarray:
+    """Bootstrapped discounted returns ``G[t]`` for ``t < T-1``.
+
+    ``G[t] = rewards[t+1] + discounts[t+1] * G[t+1]``, starting from
+    ``G[T-1] = values[T-1]``; at a LAST step ``G[t] = values[t]``.
+
+    Args:
+        rewards, values, step_types, discounts: ``[T]`` or ``[T, B]``
+            (``[B, T]`` when ``time_major=False``).
+    Returns:
+        ``[T-1, ...]`` (``[B, T-1]`` when ``time_major=False``).
+    """
+    _check_shapes(rewards, values, step_types, discounts)
+    rewards, values, step_types, discounts = _to_time_major(
+        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    )
+    is_last = step_types == StepType.LAST
+    dtype = np.result_type(rewards.dtype, values.dtype, np.float32)
+    returns = np.empty(values.shape, dtype=dtype)
+    returns[-1] = values[-1]
+    for t in range(values.shape[0] - 2, -1, -1):
+        accumulated = rewards[t + 1] + discounts[t + 1] * returns[t + 1]
+        returns[t] = np.where(is_last[t], values[t], accumulated)
+    returns = returns[:-1]
+    return returns if time_major else np.swapaxes(returns, 0, 1) if returns.ndim > 1 else returns
+
+
+def generalized_advantage_estimation(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    step_types: np.ndarray,
+    discounts: np.ndarray,
+    td_lambda: float = 1.0,
+    time_major: bool = True,
+) -> np.ndarray:
+    """GAE advantages (Schulman et al. 2016, arXiv:1506.02438) for ``t < T-1``.
+
+    ``delta[t] = rewards[t+1] + discounts[t+1] * values[t+1] - values[t]`` and
+    ``A[t] = delta[t] + discounts[t+1] * td_lambda * A[t+1]``, with ``A[t] = 0``
+    at LAST steps (which also stops the recursion at episode boundaries).
+    ``td_lambda=1`` gives ``discounted_return - values``.
+    """
+    _check_shapes(rewards, values, step_types, discounts)
+    rewards, values, step_types, discounts = _to_time_major(
+        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    )
+    is_last = step_types == StepType.LAST
+    dtype = np.result_type(rewards.dtype, values.dtype, np.float32)
+    deltas = rewards[1:] + discounts[1:] * values[1:] - values[:-1]
+    weights = discounts[1:] * td_lambda
+    advantages = np.zeros(values.shape, dtype=dtype)
+    for t in range(values.shape[0] - 2, -1, -1):
+        advantages[t] = np.where(is_last[t], 0.0, deltas[t] + weights[t] * advantages[t + 1])
+    advantages = advantages[:-1]
+    return advantages if time_major else np.swapaxes(advantages, 0, 1) if advantages.ndim > 1 else advantages
