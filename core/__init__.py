@@ -36,7 +36,11 @@ _LAZY = {
 }
 _SUBMODULES = {"value_ops", "config", "registry", "hooks", "checkpoint", "errors", "spaces"}
 
-__all__ = sorted([*_LAZY, "__version__", *_SUBMODULES])
+__all__ = [
+    "Backend", "Box", "ConfigError", "Discrete", "EnvAdapter", "Evaluator", "PluginError",
+    "Policy", "RLGearError", "SampleBatch", "StepType", "TimeStep", "Trainer", "Trial",
+    "TrialScheduler", "VectorEnv", "WorkerSet", "__version__", "hookimpl", "load", "train",
+]  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from rlgear.api import load, train
@@ -64,4 +68,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return sorted({*__all__, *_SUBMODULES})

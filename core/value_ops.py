@@ -34,12 +34,13 @@ def _to_time_major(arrays: list[np.ndarray], time_major: bool) -> list[np.ndarra
     return [np.swapaxes(a, 0, 1) if a.ndim > 1 else a for a in arrays]
 
 
-def _check_shapes(rewards, values, step_types, discounts) -> None:
+def _check_shapes(rewards, values, step_types, discounts, time_major: bool) -> None:
     shape = np.shape(rewards)
     for name, arr in (("values", values), ("step_types", step_types), ("discounts", discounts)):
         if np.shape(arr) != shape:
             raise ValueError(f"{name} has shape {np.shape(arr)}, rewards has {shape}")
-    if len(shape) == 0 or shape[0] < 2:
+    time_axis = 0 if time_major or len(shape) < 2 else 1
+    if len(shape) == 0 or shape[time_axis] < 2:
         raise ValueError(f"need at least 2 time steps (the last is the bootstrap), got {shape}")
 
 
@@ -61,7 +62,7 @@ def discounted_return(
     Returns:
         ``[T-1, ...]`` (``[B, T-1]`` when ``time_major=False``).
     """
-    _check_shapes(rewards, values, step_types, discounts)
+    _check_shapes(rewards, values, step_types, discounts, time_major)
     rewards, values, step_types, discounts = _to_time_major(
         [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
     )
@@ -91,7 +92,7 @@ def generalized_advantage_estimation(
     at LAST steps (which also stops the recursion at episode boundaries).
     ``td_lambda=1`` gives ``discounted_return - values``.
     """
-    _check_shapes(rewards, values, step_types, discounts)
+    _check_shapes(rewards, values, step_types, discounts, time_major)
     rewards, values, step_types, discounts = _to_time_major(
         [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
     )

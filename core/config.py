@@ -1,0 +1,379 @@
+"""The run configuration: one YAML file, every key validated.
+
+Top-level keys (DESIGN.md): ``algorithm``, ``backend``, ``env``, ``model``,
+``training`` (algorithm hyperparameters, defaults from the algorithm),
+``workers``, ``stop``, ``checkpoint``, ``logging``, ``seed``, and ``tune``
+(read by ``rlgear tune``).
+
+Loading is two-phase: the file is parsed and checked against the fixed
+sections, then the algorithm named in it is looked up (metadata only, then its
+module) so that ``training`` is checked against that algorithm's own config
+class. Command-line overrides (``--set training.lr=0.001``) are applied to the
+raw mapping before validation; their values are parsed as YAML.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from rlgear.errors import ConfigError, did_you_mean
+from rlgear.schema import build, doc
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to run and how to vectorize it."""
+
+    name: str = doc("Environment id for the adapter: a gymnasium id ('CartPole-v1') or 'module:Class'.")
+    adapter: str = doc("Env adapter plugin (entry-point group rlgear.envs).", "gymnasium")
+    kwargs: dict[str, Any] = doc("Keyword arguments passed to the environment's constructor.", factory=dict)
+    vectorization: Literal["sync", "async"] = doc(
+        "'sync' steps all envs in this process; 'async' steps each env in a subprocess "
+        "(worth it only for slow envs).",
+        "sync",
+    )
+
+
+@dataclass
+class ModelConfig:
+    """The network. Built-in catalog options, or a custom model class."""
+
+    hidden_sizes: list[int] = doc("Units of each hidden layer of the MLP.", factory=lambda: [64, 64])
+    activation: Literal["tanh", "relu", "elu", "silu"] = doc("Hidden-layer activation.", "tanh")
+    vf_share_layers: bool = doc(
+        "Share the hidden layers between policy and value function (else two separate MLPs).", False
+    )
+    init_log_std: float = doc("Initial log standard deviation of continuous actions.", 0.0)
+    orthogonal_init: bool = doc(
+        "Orthogonal initialisation (gain sqrt(2) hidden, 0.01 policy head, 1 value head), "
+        "as in the PPO implementation-details study (Huang et al. 2022).",
+        True,
+    )
+    custom: str | None = doc(
+        "'module:Class' of your own network for the backend in use; see the README's model section.",
+        None,
+    )
+    custom_options: dict[str, Any] = doc("Keyword arguments passed to the custom model.", factory=dict)
+
+
+@dataclass
+class WorkersConfig:
+    """Sampling: how many rollout workers and envs, and how experience is cut into fragments."""
+
+    num_workers: int = doc(
+        "Remote rollout workers on Ray. 0 samples in the driver process (no Ray needed).", 0
+    )
+    num_envs_per_worker: int = doc("Vectorized envs per rollout worker.", 8)
+    rollout_fragment_length: int | Literal["auto"] = doc(
+        "Env steps per env in one sample() call. 'auto' = train_batch_size / (envs x workers).",
+        "auto",
+    )
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] = doc(
+        "'truncate_episodes': fixed-length fragments that may cut episodes (bootstrapped); "
+        "'complete_episodes': batches hold only whole episodes.",
+        "truncate_episodes",
+    )
+    horizon: int | None = doc(
+        "Truncate every episode after this many steps, regardless of the env's own time limit.",
+        None,
+    )
+    num_cpus_for_driver: int = doc(
+        "CPU threads the framework (torch) may use in the driver. 1 is fastest for small "
+        "networks and robust on a busy machine.",
+        1,
+    )
+    num_cpus_per_worker: int = doc("CPU threads per remote rollout worker.", 1)
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = doc("Write a checkpoint every N iterations (0: only at the end).", 0)
+    keep: int | None = doc("Keep only the newest K checkpoints (null: keep all).", 5)
+    at_end: bool = doc("Write a checkpoint when the run ends (stop reached or Ctrl-C).", True)
+
+
+@dataclass
+class LoggingConfig:
+    dir: str = doc("Parent folder of run folders.", "./runs")
+    name: str | None = doc("Run folder name (default: <algorithm>_<env>_<timestamp>).", None)
+    tensorboard: bool = doc("Write TensorBoard event files (tensorboardX).", True)
+    progress: Literal["auto", "rich", "plain", "none"] = doc(
+        "Progress display: 'rich' live table, 'plain' one line per report, 'auto' picks rich on a terminal.",
+        "auto",
+    )
+    progress_interval_s: float = doc("Minimum seconds between two plain progress lines.", 2.0)
+
+
+@dataclass
+class TrainingConfig:
+    """Hyperparameters every algorithm has. Algorithms subclass this with their own."""
+
+    gamma: float = doc("Discount factor.", 0.99)
+    lr: float = doc("Learning rate.", 5e-4)
+    lr_schedule: list[list[float]] | None = doc(
+        "Piecewise-linear learning rate over timesteps_total: [[0, 1e-3], [100000, 0]]. Overrides lr.",
+        None,
+    )
+    optimizer: Literal["adam", "sgd", "rmsprop"] = doc("Optimizer.", "adam")
+    adam_epsilon: float = doc("Adam's epsilon.", 1e-5)
+    grad_clip: float | None = doc("Clip the global gradient norm to this value (null: off).", None)
+    train_batch_size: int = doc("Env steps collected per training step.", 4000)
+    min_time_s_per_iteration: float = doc(
+        "An iteration repeats training steps until at least this many seconds have passed.", 0.0
+    )
+    min_env_steps_per_iteration: int = doc(
+        "An iteration repeats training steps until at least this many env steps were sampled.", 0
+    )
+    metrics_window: int = doc(
+        "Episode statistics are taken over the last N finished episodes (as SB3 and RLlib).", 100
+    )
+
+
+@dataclass
+class RunConfig:
+    """A whole run. ``training`` holds the algorithm's own config dataclass."""
+
+    algorithm: str
+    env: EnvConfig
+    training: Any
+    backend: str = "torch"
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    workers: WorkersConfig = dataclasses.field(default_factory=WorkersConfig)
+    stop: dict[str, float] = dataclasses.field(default_factory=dict)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
+    seed: int | None = None
+    source: str = "config"  # where it came from, for error messages (not a config key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config as plain data (what is saved as the run's config.yaml)."""
+        out = dataclasses.asdict(self)
+        out.pop("source")
+        return out
+
+    def rollout_fragment_length(self) -> int:
+        """Env steps per env per sample() call, resolving 'auto' from the batch size."""
+        w = self.workers
+        if w.rollout_fragment_length != "auto":
+            return int(w.rollout_fragment_length)
+        envs = w.num_envs_per_worker * max(1, w.num_workers)
+        return max(1, -(-int(self.training.train_batch_size) // envs))
+
+
+TOP_LEVEL_KEYS = (
+    "algorithm", "backend", "env", "model", "training", "workers",
+    "stop", "checkpoint", "logging", "seed", "tune",
+)  # fmt: skip
+
+
+def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """Parse a YAML config file into a mapping, with file:line:column on syntax errors."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: malformed YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``'training.lr=0.001'`` -> ``('training.lr', 0.001)``; the value is parsed as YAML."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {text}: expected KEY.PATH=VALUE, e.g. --set training.lr=0.001")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw  # not YAML: take the text as a string
+    return key, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Apply ``--set`` overrides to a raw config mapping.
+
+    Returns the new mapping and ``{dotted path: original --set text}`` so that
+    validation errors can blame the override instead of the file.
+    """
+    data = copy.deepcopy(data)
+    origins: dict[str, str] = {}
+    for text in overrides:
+        key, value = parse_override(text)
+        parts = key.split(".")
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"--set {text}: '{where}' is not a mapping, cannot set '{key}'")
+            node = child
+        node[parts[-1]] = value
+        origins[key] = text
+    return data, origins
+
+
+def _failer(source: str, origins: Mapping[str, str]):
+    def fail(path: str, message: str) -> ConfigError:
+        for key, text in origins.items():
+            if path == key or path.startswith(key + ".") or key.startswith(path + "."):
+                return ConfigError(f"--set {text}: {path}: {message}")
+        return ConfigError(f"{source}: {path}: {message}")
+
+    return fail
+
+
+def resolve(
+    data: Mapping[str, Any],
+    source: str = "config",
+    overrides: Sequence[str] = (),
+    training_class: type | None = None,
+) -> RunConfig:
+    """Validate a raw config mapping (plus overrides) into a :class:`RunConfig`.
+
+    ``training_class`` defaults to the config class of the algorithm the config
+    names, found through the plugin registry.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
+    raw, origins = apply_overrides(dict(data), overrides)
+    fail = _failer(source, origins)
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            raise fail(str(key), f"unknown key{did_you_mean(str(key), TOP_LEVEL_KEYS)}")
+    if "tune" in raw:
+        raise fail(
+            "tune", "the 'tune' section is read by 'rlgear tune', which this version does not have yet"
+        )
+    for required in ("algorithm", "env"):
+        if required not in raw:
+            raise fail(required, "missing required key")
+    if not isinstance(raw["algorithm"], str):
+        raise fail("algorithm", f"expected an algorithm name (a string), got {raw['algorithm']!r}")
+    if training_class is None:
+        from rlgear import registry
+
+        training_class = registry.load_algorithm(raw["algorithm"]).config_class
+    sections: dict[str, Any] = {
+        "algorithm": raw["algorithm"],
+        "env": build(EnvConfig, raw.get("env"), "env", fail),
+        "training": build(training_class, raw.get("training"), "training", fail),
+    }
+    if "backend" in raw:
+        if not isinstance(raw["backend"], str):
+            raise fail("backend", f"expected a backend name (a string), got {raw['backend']!r}")
+        sections["backend"] = raw["backend"]
+    for key, cls in (
+        ("model", ModelConfig),
+        ("workers", WorkersConfig),
+        ("checkpoint", CheckpointConfig),
+        ("logging", LoggingConfig),
+    ):
+        if key in raw:
+            sections[key] = build(cls, raw[key], key, fail)
+    if "stop" in raw:
+        sections["stop"] = build_stop(raw["stop"], fail)
+    if "seed" in raw:
+        seed = raw["seed"]
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise fail("seed", f"expected an integer or null, got {seed!r}")
+        sections["seed"] = seed
+    config = RunConfig(source=source, **sections)
+    check_ranges(config, fail)
+    return config
+
+
+def build_stop(value: Any, fail) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise fail("stop", f"expected a mapping of result keys to thresholds, got {value!r}")
+    out = {}
+    for key, threshold in value.items():
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise fail(f"stop.{key}", f"expected a number (the threshold), got {threshold!r}")
+        out[str(key)] = threshold
+    return out
+
+
+def check_ranges(config: RunConfig, fail) -> None:
+    """Value checks that types alone can't express."""
+    w = config.workers
+    positive = {
+        "workers.num_envs_per_worker": w.num_envs_per_worker,
+        "workers.num_cpus_for_driver": w.num_cpus_for_driver,
+        "workers.num_cpus_per_worker": w.num_cpus_per_worker,
+        "training.train_batch_size": config.training.train_batch_size,
+        "training.metrics_window": config.training.metrics_window,
+    }
+    if w.rollout_fragment_length != "auto":
+        positive["workers.rollout_fragment_length"] = w.rollout_fragment_length
+    if w.horizon is not None:
+        positive["workers.horizon"] = w.horizon
+    for path, value in positive.items():
+        if value <= 0:
+            raise fail(path, f"expected a positive number, got {value}")
+    if w.num_workers < 0:
+        raise fail("workers.num_workers", f"expected 0 or more, got {w.num_workers}")
+    if w.num_workers > 0:
+        raise fail(
+            "workers.num_workers",
+            "remote rollout workers (Ray) are not available in this version; use 0 "
+            "(sampling in the driver process)",
+        )
+    if config.checkpoint.every < 0:
+        raise fail("checkpoint.every", f"expected 0 or more, got {config.checkpoint.every}")
+    if config.checkpoint.keep is not None and config.checkpoint.keep < 1:
+        raise fail("checkpoint.keep", f"expected 1 or more (or null), got {config.checkpoint.keep}")
+    if not 0 <= config.training.gamma <= 1:
+        raise fail("training.gamma", f"expected a number in [0, 1], got {config.training.gamma}")
+    if config.training.lr_schedule is not None:
+        for i, point in enumerate(config.training.lr_schedule):
+            if len(point) != 2:
+                raise fail(f"training.lr_schedule[{i}]", f"expected [timestep, lr], got {point}")
+    if hasattr(config.training, "check"):
+        config.training.check(fail)
+
+
+def load(
+    path: str | os.PathLike,
+    overrides: Sequence[str] = (),
+    training_class: type | None = None,
+) -> RunConfig:
+    """Read, override and validate a YAML config file."""
+    return resolve(read_yaml(path), str(path), overrides, training_class)
+
+
+def from_any(config: RunConfig | Mapping[str, Any] | str | os.PathLike) -> RunConfig:
+    """Accept a RunConfig, a raw mapping, or a path to a YAML file (the Python API's input)."""
+    if isinstance(config, RunConfig):
+        return config
+    if isinstance(config, Mapping):
+        return resolve(config)
+    return load(config)
+
+
+def dump_yaml(data: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=None)

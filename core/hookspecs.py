@@ -1,0 +1,56 @@
+"""The callback hooks a plugin may implement (pluggy hook specifications).
+
+Implement any subset in a class or module, decorated with ``@rlgear.hookimpl``,
+and either pass it in code (``rlgear.train(config, hooks=[MyHooks()])``) or
+register it under the ``rlgear.hooks`` entry-point group so every run picks it
+up. Hooks are always called with keyword arguments, so an implementation may
+take only the arguments it needs. Set ``RLGEAR_DISABLE_PLUGIN_AUTOLOAD=1`` to
+skip entry-point hooks (as pytest does with PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("rlgear")
+
+
+@hookspec
+def on_trainer_init(trainer: Any) -> None:
+    """The trainer is built (workers, policy and envs exist), before the first iteration."""
+
+
+@hookspec
+def on_episode_start(worker: Any, episode: Any) -> None:
+    """An episode started in ``worker``'s env ``episode.env_id``."""
+
+
+@hookspec
+def on_episode_end(worker: Any, episode: Any) -> None:
+    """An episode ended (terminated or truncated) in ``worker``.
+
+    ``episode`` has ``episode_return``, ``length``, ``terminated``, ``truncated``,
+    ``env_id``, a free ``user_data`` dict, and ``custom_metrics``: numbers put
+    there are aggregated over the metrics window and reported as
+    ``custom_metrics/<name>_mean`` (also ``_min`` and ``_max``).
+    """
+
+
+@hookspec
+def on_sample_end(worker: Any, batch: Any) -> None:
+    """``worker`` finished a postprocessed SampleBatch (may be modified in place)."""
+
+
+@hookspec
+def on_train_result(trainer: Any, result: dict[str, Any]) -> None:
+    """An iteration's result is ready; add or change keys in ``result`` in place.
+
+    Keys added under ``custom_metrics/`` are logged like the built-in ones.
+    """
+
+
+@hookspec
+def on_checkpoint(trainer: Any, checkpoint_dir: str) -> None:
+    """A checkpoint was written (it is complete and in place) at ``checkpoint_dir``."""

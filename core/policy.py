@@ -1,0 +1,111 @@
+"""The Policy contract: acting, learning, and moving weights and state around.
+
+Each backend provides a base class implementing this (``TorchPolicy`` ...);
+each algorithm provides, per backend it supports, a small subclass holding its
+network head and loss. Everything that crosses a process boundary or goes into
+a checkpoint is numpy: weights are a flat ``{name: array}`` dict with
+framework-neutral names (dense kernels are ``[in, out]``), so weights move
+between backends and into safetensors files unchanged.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlgear.sample_batch import SampleBatch
+from rlgear.spaces import Box, Discrete, Space
+from rlgear.timestep import TimeStep
+
+
+@dataclass
+class PolicyState:
+    """Everything needed to continue training exactly: arrays for safetensors, the rest JSON.
+
+    ``arrays`` holds weights under ``weights/<name>`` and optimizer tensors under
+    ``optimizer/...``; ``meta`` holds JSON-able values (optimizer hyperparameters,
+    counters).
+    """
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Policy(ABC):
+    """Maps TimeSteps to actions and learns from SampleBatches.
+
+    Args:
+        observation_space, action_space: the env's spaces (rlgear.spaces).
+        config: the resolved :class:`~rlgear.config.RunConfig` (``training``
+            holds the algorithm's hyperparameters, ``model`` the network).
+    """
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.global_timestep = 0
+
+    @abstractmethod
+    def compute_actions(
+        self, timestep: TimeStep, state: Any = None, explore: bool = True
+    ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        """Actions for a batch of TimeSteps.
+
+        Returns ``(actions, state, extras)``: ``actions`` is ``[B, *action_shape]``
+        (unclipped: the evaluator clips to the action bounds before stepping),
+        ``state`` is the recurrent state (None for feed-forward policies), and
+        ``extras`` holds per-row arrays the evaluator stores in the batch
+        (``action_logp``, ``vf_preds`` ...).
+        """
+
+    @abstractmethod
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        """Update the weights from a postprocessed batch; return learner statistics."""
+
+    @abstractmethod
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """A flat ``{name: array}`` copy of the weights (framework-neutral names)."""
+
+    @abstractmethod
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load weights produced by ``get_weights`` (of this or another backend)."""
+
+    @abstractmethod
+    def get_state(self) -> PolicyState:
+        """Weights, optimizer state and counters, for checkpoints."""
+
+    @abstractmethod
+    def set_state(self, state: PolicyState) -> None:
+        """Restore what ``get_state`` returned."""
+
+    def set_global_timestep(self, timestep: int) -> None:
+        """Called by the trainer before learning, for schedules over timesteps_total."""
+        self.global_timestep = int(timestep)
+
+    def update_config(self, config: Any) -> None:
+        """Take new hyperparameters in place (``Trainer.reset_config``); weights are kept."""
+        self.config = config
+
+
+def flatten_observations(space: Space, observations: np.ndarray) -> np.ndarray:
+    """``[B, *shape]`` observations as ``[B, features]`` float32 (one-hot for Discrete)."""
+    if isinstance(space, Discrete):
+        obs = np.asarray(observations, dtype=np.int64).reshape(-1)
+        out = np.zeros((obs.shape[0], space.n), dtype=np.float32)
+        out[np.arange(obs.shape[0]), obs] = 1.0
+        return out
+    obs = np.asarray(observations)
+    return obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
+
+
+def action_dim(space: Space) -> int:
+    """Width of the distribution inputs' leading part: logits for Discrete, means for Box."""
+    if isinstance(space, Discrete):
+        return space.n
+    if isinstance(space, Box):
+        return space.size
+    raise TypeError(f"unsupported action space {space!r}")

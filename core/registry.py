@@ -1,0 +1,210 @@
+"""Plugin discovery through entry points (stevedore), lazy by design.
+
+Listing names reads entry-point metadata only; a plugin module is imported
+when a run uses it (or when ``rlgear plugins`` asks every plugin for its
+details). Errors are written for the user:
+
+* an unknown name lists what is installed and the closest match;
+* a plugin whose optional dependency is missing says what to install;
+* a plugin that fails to import is reported with its error, and the other
+  plugins keep working.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any
+
+from rlgear.errors import PluginError, did_you_mean
+
+GROUPS = {
+    "algorithm": "rlgear.algorithms",
+    "env": "rlgear.envs",
+    "backend": "rlgear.backends",
+    "scheduler": "rlgear.schedulers",
+}
+HOOKS_GROUP = "rlgear.hooks"
+
+# Optional heavy dependencies and the extra that installs each.
+EXTRAS = {"torch": "torch", "tensorflow": "tf", "ray": "ray"}
+
+_loaded: dict[tuple[str, str], Any] = {}
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What the metadata says about one entry point (nothing imported)."""
+
+    kind: str
+    name: str
+    target: str  # "module:attr"
+    package: str
+    version: str
+
+
+def _group(kind: str) -> str:
+    try:
+        return GROUPS[kind]
+    except KeyError:
+        raise ValueError(f"unknown plugin kind {kind!r}; kinds: {', '.join(GROUPS)}") from None
+
+
+def available(kind: str) -> list[PluginInfo]:
+    """Installed plugins of one kind, from entry-point metadata (no imports)."""
+    group = _group(kind)
+    out = []
+    for ep in importlib.metadata.entry_points(group=group):
+        dist = getattr(ep, "dist", None)
+        out.append(
+            PluginInfo(
+                kind=kind,
+                name=ep.name,
+                target=ep.value,
+                package=dist.metadata["Name"] if dist else "?",
+                version=dist.version if dist else "?",
+            )
+        )
+    return sorted(out, key=lambda p: p.name)
+
+
+def names(kind: str) -> list[str]:
+    return sorted({p.name for p in available(kind)})
+
+
+def missing_dependency_hint(err: BaseException) -> str | None:
+    """'pip install ...' advice when an import failed on a known optional dependency."""
+    if isinstance(err, ModuleNotFoundError) and err.name:
+        top = err.name.split(".")[0]
+        if top in EXTRAS:
+            return f"it needs {top}, which is not installed: pip install 'rlgear[{EXTRAS[top]}]'"
+        return (
+            f"it needs the module '{top}', which is not installed (pip install the package that provides it)"
+        )
+    return None
+
+
+def describe_load_error(kind: str, name: str, target: str, err: BaseException) -> str:
+    hint = missing_dependency_hint(err)
+    if hint:
+        return f"{kind} '{name}' cannot be loaded: {hint}"
+    return f"{kind} '{name}' ({target}) failed to import: {type(err).__name__}: {err}"
+
+
+def load(kind: str, name: str) -> Any:
+    """Import and return the object behind plugin ``name`` of ``kind`` (cached)."""
+    key = (kind, name)
+    if key in _loaded:
+        return _loaded[key]
+    group = _group(kind)
+    installed = names(kind)
+    if name not in installed:
+        listed = ", ".join(installed) if installed else "none"
+        raise PluginError(
+            f"unknown {kind} '{name}'{did_you_mean(name, installed)} "
+            f"(installed {kind}s: {listed}; entry-point group {group})"
+        )
+    from stevedore import DriverManager
+
+    def on_failure(_manager, entry_point, err):
+        raise PluginError(describe_load_error(kind, name, entry_point.value, err)) from err
+
+    try:
+        manager = DriverManager(
+            namespace=group,
+            name=name,
+            invoke_on_load=False,
+            on_load_failure_callback=on_failure,
+        )
+    except PluginError:
+        raise
+    except Exception as err:  # stevedore's own errors (e.g. several packages claim the name)
+        raise PluginError(f"{kind} '{name}' cannot be loaded: {err}") from err
+    obj = manager.driver
+    _loaded[key] = obj
+    return obj
+
+
+def load_algorithm(name: str):
+    """The Trainer subclass registered as algorithm ``name``."""
+    from rlgear.trainer import Trainer
+
+    cls = load("algorithm", name)
+    if not (isinstance(cls, type) and issubclass(cls, Trainer)):
+        raise PluginError(
+            f"algorithm '{name}' must resolve to a subclass of rlgear.Trainer, got {cls!r}; "
+            "fix the entry point in the plugin's package metadata"
+        )
+    return cls
+
+
+def load_backend(name: str):
+    from rlgear.backend import Backend
+
+    cls = load("backend", name)
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise PluginError(f"backend '{name}' must resolve to a subclass of rlgear.Backend, got {cls!r}")
+    return cls
+
+
+def load_env_adapter(name: str):
+    from rlgear.env import EnvAdapter
+
+    cls = load("env", name)
+    if not (isinstance(cls, type) and issubclass(cls, EnvAdapter)):
+        raise PluginError(
+            f"env adapter '{name}' must resolve to a subclass of rlgear.EnvAdapter, got {cls!r}"
+        )
+    return cls
+
+
+def load_scheduler(name: str):
+    from rlgear.scheduler import TrialScheduler
+
+    cls = load("scheduler", name)
+    if not (isinstance(cls, type) and issubclass(cls, TrialScheduler)):
+        raise PluginError(f"scheduler '{name}' must resolve to a subclass of rlgear.TrialScheduler")
+    return cls
+
+
+@dataclass
+class PluginReport:
+    """One plugin as ``rlgear plugins`` shows it: metadata, plus what importing it said."""
+
+    info: PluginInfo
+    obj: Any = None
+    error: str | None = None
+
+
+def inspect_all() -> dict[str, list[PluginReport]]:
+    """Import every installed plugin, collecting failures instead of raising."""
+    out: dict[str, list[PluginReport]] = {}
+    for kind in GROUPS:
+        reports = []
+        for info in available(kind):
+            try:
+                reports.append(PluginReport(info, obj=load(kind, info.name)))
+            except PluginError as err:
+                reports.append(PluginReport(info, error=str(err)))
+        out[kind] = reports
+    return out
+
+
+def resolve_object(spec: str, what: str) -> Any:
+    """Import ``'module:attr'`` (a user's custom model, env class or function)."""
+    import importlib
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PluginError(f"{what}: expected 'module:Name', got '{spec}'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise PluginError(f"{what}: cannot import module '{module_name}': {err}") from err
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PluginError(f"{what}: module '{module_name}' has no attribute '{attr}'") from None
+    return obj

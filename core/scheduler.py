@@ -1,0 +1,95 @@
+"""The trial-scheduler contract (entry-point group ``rlgear.schedulers``).
+
+A :class:`TrialScheduler` decides, after every result of every trial, whether
+the trial continues, pauses or stops, and which trial runs next. The trial
+runner that drives trials through an executor (local in-process, or Ray) calls
+these methods; ``runner`` is that object and offers ``get_trials()``.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from abc import ABC
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+
+class TrialStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    TERMINATED = "TERMINATED"
+    ERROR = "ERROR"
+
+
+_trial_ids = itertools.count()
+
+
+@dataclass
+class Trial:
+    """One configuration being trained."""
+
+    config: dict[str, Any]
+    trial_id: str = field(default_factory=lambda: f"trial_{next(_trial_ids):05d}")
+    status: TrialStatus = TrialStatus.PENDING
+    last_result: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None
+    num_failures: int = 0
+
+
+class TrialRunnerView(Protocol):
+    def get_trials(self) -> list[Trial]: ...
+
+
+class TrialScheduler(ABC):
+    """Base class: continue every trial, run trials in the order they were added."""
+
+    CONTINUE: ClassVar[str] = "CONTINUE"
+    PAUSE: ClassVar[str] = "PAUSE"
+    STOP: ClassVar[str] = "STOP"
+
+    #: One line shown by ``rlgear plugins``.
+    description: ClassVar[str] = ""
+
+    def __init__(self, metric: str | None = None, mode: str = "max"):
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+        self.metric = metric
+        self.mode = mode
+
+    def set_search_properties(self, metric: str | None, mode: str) -> None:
+        """The experiment's metric (any result key path) and whether higher is better."""
+        self.metric = metric
+        self.mode = mode
+
+    def on_trial_add(self, runner: TrialRunnerView, trial: Trial) -> None:
+        """A trial was added to the experiment."""
+
+    def on_trial_result(self, runner: TrialRunnerView, trial: Trial, result: dict[str, Any]) -> str:
+        """One iteration's result: return CONTINUE, PAUSE or STOP."""
+        return self.CONTINUE
+
+    def on_trial_complete(self, runner: TrialRunnerView, trial: Trial, result: dict[str, Any]) -> None:
+        """The trial reached its stop criteria."""
+
+    def on_trial_error(self, runner: TrialRunnerView, trial: Trial) -> None:
+        """The trial raised (it may be retried from its last checkpoint)."""
+
+    def on_trial_remove(self, runner: TrialRunnerView, trial: Trial) -> None:
+        """The trial was stopped by the scheduler or removed."""
+
+    def choose_trial_to_run(self, runner: TrialRunnerView) -> Trial | None:
+        """The next PENDING or PAUSED trial to give resources to, or None."""
+        for status in (TrialStatus.PENDING, TrialStatus.PAUSED):
+            for trial in runner.get_trials():
+                if trial.status == status:
+                    return trial
+        return None
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-able scheduler state, saved with the experiment."""
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``get_state`` returned."""

@@ -1,0 +1,27 @@
+"""The PyTorch backend: its public API for algorithm policy modules.
+
+Algorithms import from here (and only here) in their ``torch_policy`` module::
+
+    from rlgear.plugins.backends.torch import TorchPolicy, Categorical, DiagGaussian
+
+Importing this package imports torch, so nothing else in rlgear does it.
+"""
+
+from rlgear.plugins.backends.torch.backend import TorchBackend
+from rlgear.plugins.backends.torch.distributions import (
+    Categorical,
+    DiagGaussian,
+    distribution_class,
+)
+from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
+from rlgear.plugins.backends.torch.policy import TorchPolicy
+
+__all__ = [
+    "ActorCriticMLP",
+    "Categorical",
+    "DiagGaussian",
+    "TorchBackend",
+    "TorchPolicy",
+    "build_model",
+    "distribution_class",
+]

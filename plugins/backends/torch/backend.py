@@ -1,0 +1,31 @@
+"""Threads, seeding and RNG state for torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlgear.backend import Backend
+
+
+class TorchBackend(Backend):
+    framework = "torch"
+    description = "PyTorch (CPU or GPU): MLP catalog, Categorical/DiagGaussian, Adam/SGD/RMSprop"
+
+    def setup(self, num_threads: int, seed: int | None) -> None:
+        # One intra-op thread is fastest for the small networks RL uses, and it
+        # does not collapse when another process is busy (DEPENDENCY-NOTES.md:
+        # a 13x slowdown with 2 threads on a loaded 2-core machine).
+        torch.set_num_threads(max(1, int(num_threads)))
+        if seed is not None:
+            torch.manual_seed(seed)
+
+    def get_rng_state(self) -> dict[str, np.ndarray]:
+        return {"torch": torch.get_rng_state().numpy().copy()}
+
+    def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
+        if "torch" in state:
+            torch.set_rng_state(torch.from_numpy(np.ascontiguousarray(state["torch"], dtype=np.uint8)))
+
+    def version(self) -> str:
+        return torch.__version__

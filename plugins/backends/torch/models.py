@@ -1,0 +1,136 @@
+"""The torch model catalog, and the hook for users' own networks.
+
+A model maps flat float observations ``[B, F]`` to ``(dist_inputs, values)``:
+``dist_inputs`` is ``[B, num_outputs]`` (logits for Discrete actions; means
+then log standard deviations for Box actions) and ``values`` is ``[B]`` (or
+None for a model without a value head).
+
+Custom models (``model.custom: module:Class``) are ``torch.nn.Module``
+subclasses constructed as
+``Class(observation_space, action_space, num_outputs, model_config, **model.custom_options)``
+with that same ``forward``. A custom model may define ``weight_names()``
+returning ``{parameter name: framework-neutral name}``; without it, weights are
+exported under their torch parameter names.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlgear.errors import ConfigError, PluginError
+from rlgear.registry import resolve_object
+from rlgear.spaces import Box, Space, flat_dim
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def _dense_stack(in_dim: int, sizes: list[int], activation: str, gain: float | None) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for size in sizes:
+        linear = nn.Linear(in_dim, size)
+        if gain is not None:
+            nn.init.orthogonal_(linear.weight, gain)
+            nn.init.zeros_(linear.bias)
+        layers += [linear, ACTIVATIONS[activation]()]
+        in_dim = size
+    return nn.Sequential(*layers)
+
+
+def _head(in_dim: int, out_dim: int, gain: float | None) -> nn.Linear:
+    linear = nn.Linear(in_dim, out_dim)
+    if gain is not None:
+        nn.init.orthogonal_(linear.weight, gain)
+        nn.init.zeros_(linear.bias)
+    return linear
+
+
+class ActorCriticMLP(nn.Module):
+    """Policy and value MLPs (separate, or sharing their hidden layers).
+
+    Framework-neutral weight names: ``policy/hidden_<i>/{kernel,bias}``,
+    ``value/hidden_<i>/...`` (or ``shared/hidden_<i>/...``), ``policy/output/...``,
+    ``value/output/...`` and ``policy/log_std``; kernels are ``[in, out]``.
+    """
+
+    def __init__(self, obs_dim: int, num_outputs: int, continuous: bool, model_config: Any):
+        super().__init__()
+        sizes = list(model_config.hidden_sizes)
+        act = model_config.activation
+        ortho = model_config.orthogonal_init
+        hidden_gain = math.sqrt(2) if ortho else None
+        last = sizes[-1] if sizes else obs_dim
+        self.continuous = continuous
+        self.shared = bool(model_config.vf_share_layers)
+        head_outputs = num_outputs // 2 if continuous else num_outputs
+        if self.shared:
+            self.shared_body = _dense_stack(obs_dim, sizes, act, hidden_gain)
+        else:
+            self.policy_body = _dense_stack(obs_dim, sizes, act, hidden_gain)
+            self.value_body = _dense_stack(obs_dim, sizes, act, hidden_gain)
+        # Small policy-head init keeps the first policy near uniform (Andrychowicz et al. 2021).
+        self.policy_output = _head(last, head_outputs, 0.01 if ortho else None)
+        self.value_output = _head(last, 1, 1.0 if ortho else None)
+        if continuous:
+            self.log_std = nn.Parameter(torch.full((head_outputs,), float(model_config.init_log_std)))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.shared:
+            hidden = self.shared_body(obs)
+            logits, values = self.policy_output(hidden), self.value_output(hidden)
+        else:
+            logits = self.policy_output(self.policy_body(obs))
+            values = self.value_output(self.value_body(obs))
+        if self.continuous:
+            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
+        return logits, values.squeeze(-1)
+
+    def weight_names(self) -> dict[str, str]:
+        names = {}
+        bodies = ["shared_body"] if self.shared else ["policy_body", "value_body"]
+        for body in bodies:
+            prefix = body.removesuffix("_body")
+            linears = [m for m in getattr(self, body) if isinstance(m, nn.Linear)]
+            index = 0
+            for i, module in enumerate(getattr(self, body)):
+                if isinstance(module, nn.Linear):
+                    names[f"{body}.{i}.weight"] = f"{prefix}/hidden_{index}/kernel"
+                    names[f"{body}.{i}.bias"] = f"{prefix}/hidden_{index}/bias"
+                    index += 1
+            assert index == len(linears)
+        for head in ("policy", "value"):
+            names[f"{head}_output.weight"] = f"{head}/output/kernel"
+            names[f"{head}_output.bias"] = f"{head}/output/bias"
+        if self.continuous:
+            names["log_std"] = "policy/log_std"
+        return names
+
+
+def build_model(
+    observation_space: Space, action_space: Space, num_outputs: int, model_config: Any
+) -> nn.Module:
+    """The catalog MLP, or the user's ``model.custom`` class."""
+    if model_config.custom:
+        cls = resolve_object(model_config.custom, "model.custom")
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise PluginError(
+                f"model.custom: '{model_config.custom}' must be a torch.nn.Module subclass "
+                "(the backend in use is torch)"
+            )
+        try:
+            return cls(
+                observation_space, action_space, num_outputs, model_config, **model_config.custom_options
+            )
+        except TypeError as err:
+            raise ConfigError(
+                f"model.custom: {model_config.custom} could not be built: {err} (it is called as "
+                "Class(observation_space, action_space, num_outputs, model_config, **custom_options))"
+            ) from err
+    if not model_config.hidden_sizes:
+        raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    return ActorCriticMLP(
+        flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config
+    )

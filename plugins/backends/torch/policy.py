@@ -1,0 +1,216 @@
+"""TorchPolicy: the base class of every algorithm's torch policy.
+
+It owns the model, the optimizer and the minibatch SGD loop; a subclass
+supplies only ``loss()``. Weights leave as numpy under framework-neutral names
+(kernels transposed to ``[in, out]``), so they load into any backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from rlgear.plugins.backends.torch.distributions import distribution_class
+from rlgear.plugins.backends.torch.models import build_model
+from rlgear.policy import Policy, PolicyState, flatten_observations
+from rlgear.sample_batch import SampleBatch
+from rlgear.schedules import piecewise_linear
+from rlgear.spaces import Box, Discrete, Space
+from rlgear.timestep import TimeStep
+
+OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD, "rmsprop": torch.optim.RMSprop}
+
+
+class TorchPolicy(Policy):
+    """Actor-critic acting + minibatch SGD on ``loss()``.
+
+    Subclasses set ``loss_columns`` (the batch columns ``loss`` reads) and
+    implement ``loss(batch) -> (loss, stats)``. The SGD loop reads
+    ``training.num_sgd_iter`` (epochs, default 1) and
+    ``training.sgd_minibatch_size`` (default: the whole batch) when the
+    algorithm's config has them, and ``training.grad_clip``.
+    """
+
+    loss_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        super().__init__(observation_space, action_space, config)
+        if not isinstance(action_space, Discrete | Box):
+            raise TypeError(f"unsupported action space {action_space!r}")
+        self.dist_class = distribution_class(action_space)
+        self.num_outputs = self.dist_class.required_inputs(action_space)
+        self.model = build_model(observation_space, action_space, self.num_outputs, config.model)
+        self._weight_names = self._neutral_names()
+        training = config.training
+        optimizer_cls = OPTIMIZERS[training.optimizer]
+        kwargs: dict[str, Any] = {"lr": self._current_lr()}
+        if training.optimizer == "adam":
+            kwargs["eps"] = training.adam_epsilon
+        self.optimizer = optimizer_cls(self.model.parameters(), **kwargs)
+        self.rng = np.random.default_rng(config.seed)
+        self.num_grad_updates = 0
+        self._action_dtype = np.int64 if isinstance(action_space, Discrete) else np.float32
+
+    # --- acting -------------------------------------------------------------
+    def preprocess(self, observations: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(flatten_observations(self.observation_space, observations))
+
+    def compute_actions(
+        self, timestep: TimeStep, state: Any = None, explore: bool = True
+    ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        with torch.inference_mode():
+            dist_inputs, values = self.model(self.preprocess(timestep.observation))
+            dist = self.dist_class(dist_inputs)
+            actions = dist.sample() if explore else dist.deterministic_sample()
+            extras = {SampleBatch.ACTION_LOGP: dist.logp(actions).numpy()}
+            if values is not None:
+                extras[SampleBatch.VF_PREDS] = values.numpy()
+        return actions.numpy().astype(self._action_dtype, copy=False), state, extras
+
+    def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
+        """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
+        with torch.inference_mode():
+            dist_inputs, _ = self.model(self.preprocess(observations))
+        return dist_inputs.numpy()
+
+    # --- learning -----------------------------------------------------------
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The algorithm's loss on one minibatch of tensors; returns (loss, stats)."""
+        raise TypeError(f"{type(self).__name__} must implement loss()")
+
+    def _current_lr(self) -> float:
+        training = self.config.training
+        if training.lr_schedule:
+            return piecewise_linear(training.lr_schedule, self.global_timestep)
+        return float(training.lr)
+
+    def to_tensors(self, batch: SampleBatch, columns: Iterable[str]) -> dict[str, torch.Tensor]:
+        tensors = {}
+        for key in columns:
+            if key not in batch:
+                continue
+            value = batch[key]
+            if key == SampleBatch.OBS:
+                tensors[key] = self.preprocess(value)
+            else:
+                tensors[key] = torch.from_numpy(np.ascontiguousarray(value))
+        return tensors
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        training = self.config.training
+        lr = self._current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        tensors = self.to_tensors(batch, self.loss_columns)
+        n = len(batch)
+        epochs = int(getattr(training, "num_sgd_iter", 1))
+        minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
+        totals: dict[str, float] = {}
+        count = 0
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        for _ in range(epochs):
+            order = torch.from_numpy(self.rng.permutation(n))
+            for start in range(0, n, minibatch):
+                idx = order[start : start + minibatch]
+                loss, stats = self.loss({k: v[idx] for k, v in tensors.items()})
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if training.grad_clip is not None:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(params, training.grad_clip)
+                else:
+                    grad_norm = torch.linalg.vector_norm(
+                        torch.stack([p.grad.norm() for p in params if p.grad is not None])
+                    )
+                self.optimizer.step()
+                self.num_grad_updates += 1
+                stats = {**stats, "total_loss": loss.detach(), "grad_gnorm": grad_norm.detach()}
+                for key, value in stats.items():
+                    totals[key] = totals.get(key, 0.0) + float(value)
+                count += 1
+        out = {key: value / max(count, 1) for key, value in totals.items()}
+        out["cur_lr"] = lr
+        out["num_grad_updates"] = float(self.num_grad_updates)
+        return out
+
+    # --- weights and state --------------------------------------------------
+    def _neutral_names(self) -> dict[str, str]:
+        names = self.model.weight_names() if hasattr(self.model, "weight_names") else {}
+        return {name: names.get(name, name) for name, _ in self.model.named_parameters()}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name, param in self.model.named_parameters():
+            value = param.detach().numpy()
+            if name.endswith("weight") and value.ndim == 2 and self._weight_names[name].endswith("kernel"):
+                value = value.T  # torch Linear stores [out, in]; neutral kernels are [in, out]
+            out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
+        return out
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        missing = [n for n in self._weight_names.values() if n not in weights]
+        if missing:
+            raise ValueError(f"weights are missing {missing}; they do not fit this model")
+        with torch.no_grad():
+            for name, param in self.model.named_parameters():
+                value = np.asarray(weights[self._weight_names[name]])
+                if (
+                    name.endswith("weight")
+                    and value.ndim == 2
+                    and self._weight_names[name].endswith("kernel")
+                ):
+                    value = value.T
+                if tuple(value.shape) != tuple(param.shape):
+                    raise ValueError(
+                        f"weight '{self._weight_names[name]}' has shape {tuple(value.shape)}, "
+                        f"the model expects {tuple(param.shape)}"
+                    )
+                param.copy_(torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32)))
+
+    def get_state(self) -> PolicyState:
+        arrays = {f"weights/{k}": v for k, v in self.get_weights().items()}
+        opt = self.optimizer.state_dict()
+        for index, entries in opt["state"].items():
+            for key, value in entries.items():
+                arrays[f"optimizer/{index}/{key}"] = torch.as_tensor(value).detach().numpy().copy()
+        groups = [{k: v for k, v in g.items()} for g in opt["param_groups"]]
+        meta = {
+            "optimizer_param_groups": _jsonable(groups),
+            "global_timestep": self.global_timestep,
+            "num_grad_updates": self.num_grad_updates,
+            "rng": self.rng.bit_generator.state,
+        }
+        return PolicyState(arrays=arrays, meta=meta)
+
+    def set_state(self, state: PolicyState) -> None:
+        weights = {k.removeprefix("weights/"): v for k, v in state.arrays.items() if k.startswith("weights/")}
+        self.set_weights(weights)
+        opt_state: dict[int, dict[str, torch.Tensor]] = {}
+        for key, value in state.arrays.items():
+            if key.startswith("optimizer/"):
+                _, index, name = key.split("/", 2)
+                opt_state.setdefault(int(index), {})[name] = torch.from_numpy(np.array(value))
+        groups = state.meta.get("optimizer_param_groups")
+        if groups is not None:
+            for group in groups:
+                if "betas" in group:
+                    group["betas"] = tuple(group["betas"])
+            self.optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
+        self.global_timestep = int(state.meta.get("global_timestep", 0))
+        self.num_grad_updates = int(state.meta.get("num_grad_updates", 0))
+        if "rng" in state.meta:
+            self.rng.bit_generator.state = state.meta["rng"]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
