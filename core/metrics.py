@@ -1,0 +1,80 @@
+"""Episode statistics over a sliding window of finished episodes.
+
+Statistics are taken over the last ``metrics_window`` episodes (default 100,
+as SB3 and RLlib do), so a figure does not jump with the number of episodes an
+iteration happens to finish. Custom metrics recorded by ``on_episode_end``
+hooks are aggregated the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Episode:
+    """A finished (or running) episode, as hooks see it."""
+
+    env_id: int
+    episode_id: int
+    worker_index: int = 0
+    episode_return: float = 0.0
+    length: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    custom_metrics: dict[str, float] = field(default_factory=dict)
+    user_data: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """What the metrics window keeps (JSON-able; user_data is dropped)."""
+        out = asdict(self)
+        out.pop("user_data")
+        out["custom_metrics"] = {k: float(v) for k, v in self.custom_metrics.items()}
+        return out
+
+
+class MetricsWindow:
+    """The last N episode summaries and the statistics over them."""
+
+    def __init__(self, size: int = 100):
+        self.episodes: deque[dict[str, Any]] = deque(maxlen=size)
+
+    def add(self, episodes: Iterable[dict[str, Any]]) -> None:
+        self.episodes.extend(episodes)
+
+    def stats(self) -> dict[str, Any]:
+        returns = [e["episode_return"] for e in self.episodes]
+        lengths = [e["length"] for e in self.episodes]
+        out: dict[str, Any] = {
+            "episode_return_mean": _mean(returns),
+            "episode_return_min": min(returns) if returns else None,
+            "episode_return_max": max(returns) if returns else None,
+            "episode_len_mean": _mean(lengths),
+        }
+        custom: dict[str, list[float]] = {}
+        for e in self.episodes:
+            for key, value in e.get("custom_metrics", {}).items():
+                custom.setdefault(key, []).append(value)
+        for key, values in sorted(custom.items()):
+            out[f"custom_metrics/{key}_mean"] = _mean(values)
+            out[f"custom_metrics/{key}_min"] = min(values)
+            out[f"custom_metrics/{key}_max"] = max(values)
+        return out
+
+    def get_state(self) -> list[dict[str, Any]]:
+        return list(self.episodes)
+
+    def set_state(self, episodes: list[dict[str, Any]]) -> None:
+        self.episodes.clear()
+        self.episodes.extend(episodes)
+
+
+def _mean(values: list[float]) -> float | None:
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    return float(mean)

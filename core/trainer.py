@@ -1,0 +1,315 @@
+"""Trainer: the Tune-style trainable every algorithm subclasses.
+
+An algorithm is a Trainer subclass that sets its name, config class and
+per-backend policy classes, and overrides :meth:`Trainer.training_step` (and
+optionally :meth:`Trainer.postprocess`). The base class owns everything else:
+building workers and policies, the iteration loop with its minimum time and
+env-step counts, metrics, results, checkpoints and restore.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+import rlgear
+from rlgear import checkpoint as ckpt
+from rlgear import config as config_mod
+from rlgear import registry
+from rlgear.config import RunConfig, TrainingConfig
+from rlgear.errors import CheckpointError, UnsupportedError
+from rlgear.evaluator import WorkerSet, env_seed
+from rlgear.hooks import make_plugin_manager
+from rlgear.metrics import MetricsWindow
+from rlgear.policy import PolicyState
+from rlgear.postprocessing import trainable_rows
+from rlgear.sample_batch import SampleBatch
+from rlgear.spaces import space_from_json
+
+# Config sections that reset_config may change on a live trainer.
+_RESETTABLE = ("training", "stop", "checkpoint", "logging")
+
+
+class Trainer:
+    """Base class of algorithms.
+
+    Class attributes a subclass sets:
+        name: the algorithm's registry name.
+        description: one line for ``rlgear plugins``.
+        config_class: a dataclass subclassing :class:`~rlgear.config.TrainingConfig`.
+        policies: ``{backend name: "module:PolicyClass"}``, imported lazily.
+        action_spaces: the action-space kinds supported ("discrete", "continuous").
+        multi_agent, recurrent: capability flags shown by ``rlgear plugins``.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    config_class: ClassVar[type] = TrainingConfig
+    policies: ClassVar[dict[str, str]] = {}
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"discrete", "continuous"})
+    multi_agent: ClassVar[bool] = False
+    recurrent: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        config: RunConfig | Mapping[str, Any] | str | os.PathLike,
+        hooks: Iterable[Any] = (),
+        logdir: str | os.PathLike | None = None,
+    ):
+        self.hooks = make_plugin_manager(hooks)
+        self.logdir = Path(logdir) if logdir is not None else None
+        self.config: RunConfig = (
+            config
+            if isinstance(config, RunConfig)
+            else config_mod.resolve(config, training_class=self.config_class)
+            if isinstance(config, Mapping)
+            else config_mod.load(config, training_class=self.config_class)
+        )
+        self.setup(self.config)
+
+    # --- capabilities -----------------------------------------------------------
+    @classmethod
+    def capabilities(cls) -> dict[str, Any]:
+        return {
+            "discrete": "discrete" in cls.action_spaces,
+            "continuous": "continuous" in cls.action_spaces,
+            "backends": sorted(cls.policies),
+            "multi_agent": cls.multi_agent,
+            "recurrent": cls.recurrent,
+        }
+
+    @classmethod
+    def policy_class(cls, backend: str) -> type:
+        if backend not in cls.policies:
+            supported = ", ".join(sorted(cls.policies)) or "none"
+            raise UnsupportedError(
+                f"algorithm '{cls.name}' does not support backend '{backend}' (supported: {supported})"
+            )
+        return registry.resolve_object(cls.policies[backend], f"algorithm '{cls.name}' policy")
+
+    # --- setup ------------------------------------------------------------------
+    def setup(self, config: RunConfig) -> None:
+        """Check support, then build the backend, evaluators and policy (before any training)."""
+        policy_cls = self.policy_class(config.backend)  # unsupported backend: fail before any work
+        backend_cls = registry.load_backend(config.backend)
+        adapter_cls = registry.load_env_adapter(config.env.adapter)
+        self.backend = backend_cls()
+        self.backend.setup(config.workers.num_cpus_for_driver, config.seed)
+        self.workers = WorkerSet(config, policy_cls, adapter_cls, type(self).postprocess, self.hooks)
+        kind = self.workers.local_worker.action_space.kind
+        if kind not in self.action_spaces:
+            self.workers.stop()
+            raise UnsupportedError(
+                f"algorithm '{self.name}' does not support {kind} actions, which env '{config.env.name}' has "
+                f"(it supports: {', '.join(sorted(self.action_spaces))})"
+            )
+        self.metrics = MetricsWindow(config.training.metrics_window)
+        self.iteration = 0
+        self.timesteps_total = 0
+        self.episodes_total = 0
+        self.time_total_s = 0.0
+        self.restore_epoch = 0
+        self._stop_requested = False
+        self.hooks.hook.on_trainer_init(trainer=self)
+
+    @property
+    def policy(self) -> Any:
+        """The learner's policy (the local evaluator's)."""
+        return self.workers.local_worker.policy
+
+    # --- the algorithm ----------------------------------------------------------
+    @staticmethod
+    def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
+        """Fragment -> training rows, on the evaluator. Default: drop bootstrap and LAST rows."""
+        return trainable_rows(fragment)
+
+    def training_step(self) -> dict[str, float]:
+        """One step of the algorithm (sample, learn, sync weights); returns learner stats."""
+        raise TypeError(f"{type(self).__name__} must override training_step()")
+
+    # --- the iteration loop -------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask ``train()`` to return after the current training step (Ctrl-C handling)."""
+        self._stop_requested = True
+
+    def _collect_metrics(self) -> tuple[int, int]:
+        steps = episodes = 0
+        for metrics in self.workers.pop_metrics():
+            steps += metrics["env_steps"]
+            episodes += len(metrics["episodes"])
+            self.metrics.add(metrics["episodes"])
+        self.timesteps_total += steps
+        self.episodes_total += episodes
+        return steps, episodes
+
+    def train(self) -> dict[str, Any]:
+        """One iteration: training steps until the minimum time and env steps are met."""
+        training = self.config.training
+        start = time.perf_counter()
+        steps_this_iter = episodes_this_iter = 0
+        learner_stats: dict[str, float] = {}
+        while True:
+            learner_stats = self.training_step()
+            steps, episodes = self._collect_metrics()
+            steps_this_iter += steps
+            episodes_this_iter += episodes
+            elapsed = time.perf_counter() - start
+            if self._stop_requested:
+                break
+            if (
+                elapsed >= training.min_time_s_per_iteration
+                and steps_this_iter >= training.min_env_steps_per_iteration
+            ):
+                break
+        elapsed = time.perf_counter() - start
+        self.iteration += 1
+        self.time_total_s += elapsed
+        result: dict[str, Any] = {
+            "training_iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "timesteps_this_iter": steps_this_iter,
+            "time_this_iter_s": elapsed,
+            "time_total_s": self.time_total_s,
+            "episodes_this_iter": episodes_this_iter,
+            "episodes_total": self.episodes_total,
+            **self.metrics.stats(),
+            "env_steps_per_s": steps_this_iter / elapsed if elapsed > 0 else 0.0,
+        }
+        for key, value in learner_stats.items():
+            result[f"learner/{key}"] = value
+        self.hooks.hook.on_train_result(trainer=self, result=result)
+        return result
+
+    # --- hyperparameters on a live trainer ------------------------------------
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """Take new hyperparameters without rebuilding; False if the change needs a new trainer.
+
+        Only ``training``, ``stop``, ``checkpoint`` and ``logging`` may change
+        in place (weights, optimizer state and envs are kept).
+        """
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.to_dict(), new_config.to_dict()
+        if any(old[k] != new[k] for k in old if k not in _RESETTABLE):
+            return False
+        self.config = new_config
+        for worker in self.workers.workers():
+            worker.apply(lambda w, c=new_config: setattr(w, "config", c) or w.policy.update_config(c))
+        self.metrics.episodes = type(self.metrics.episodes)(
+            self.metrics.episodes, maxlen=new_config.training.metrics_window
+        )
+        return True
+
+    # --- checkpoints ----------------------------------------------------------------
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Arrays and JSON state for a checkpoint."""
+        policy_state: PolicyState = self.policy.get_state()
+        arrays = {f"policy/{k}": v for k, v in policy_state.arrays.items()}
+        for key, value in self.backend.get_rng_state().items():
+            arrays[f"rng/{key}"] = value
+        state = {
+            "counters": {
+                "training_iteration": self.iteration,
+                "timesteps_total": self.timesteps_total,
+                "episodes_total": self.episodes_total,
+                "time_total_s": self.time_total_s,
+                "restore_epoch": self.restore_epoch,
+            },
+            "metrics_window": self.metrics.get_state(),
+            "policy_meta": policy_state.meta,
+            "algorithm_state": self.get_algorithm_state(),
+        }
+        return arrays, state
+
+    def get_algorithm_state(self) -> dict[str, Any]:
+        """JSON-able algorithm state beyond the policy (override when there is some)."""
+        return {}
+
+    def set_algorithm_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``get_algorithm_state`` returned."""
+
+    def save(self, checkpoint_dir: str | os.PathLike | None = None) -> str:
+        """Write a checkpoint (default: ``<logdir>/checkpoint_<iteration>``) and return its path."""
+        if checkpoint_dir is None:
+            if self.logdir is None:
+                raise CheckpointError("save() needs a checkpoint_dir when the trainer has no logdir")
+            checkpoint_dir = self.logdir / ckpt.checkpoint_name(self.iteration)
+        arrays, state = self.get_state()
+        worker = self.workers.local_worker
+        metadata = {
+            "rlgear_version": rlgear.__version__,
+            "algorithm": self.name,
+            "backend": self.config.backend,
+            "training_iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "observation_space": worker.observation_space.to_json(),
+            "action_space": worker.action_space.to_json(),
+            "python": platform.python_version(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        path = ckpt.write(checkpoint_dir, arrays, state, self.config.to_dict(), metadata)
+        self.hooks.hook.on_checkpoint(trainer=self, checkpoint_dir=str(path))
+        return str(path)
+
+    def restore(self, checkpoint_path: str | os.PathLike) -> None:
+        """Continue from a checkpoint: weights, optimizer, counters, RNG and metrics window."""
+        path = ckpt.resolve_path(checkpoint_path)
+        arrays, state, _, metadata = ckpt.read(path)
+        if metadata.get("algorithm") != self.name:
+            raise CheckpointError(
+                f"{path}: checkpoint of algorithm '{metadata.get('algorithm')}', this trainer is '{self.name}'"
+            )
+        worker = self.workers.local_worker
+        for key, space in (
+            ("observation_space", worker.observation_space),
+            ("action_space", worker.action_space),
+        ):
+            if space_from_json(metadata[key]) != space:
+                raise CheckpointError(f"{path}: the checkpoint's {key} differs from the env's ({space})")
+        if metadata.get("backend") == self.config.backend:
+            policy_arrays = {
+                k.removeprefix("policy/"): v for k, v in arrays.items() if k.startswith("policy/")
+            }
+            self.policy.set_state(PolicyState(policy_arrays, state["policy_meta"]))
+            self.backend.set_rng_state(
+                {k.removeprefix("rng/"): v for k, v in arrays.items() if k.startswith("rng/")}
+            )
+        else:  # another backend: weights are portable, optimizer state is not
+            weights = {
+                k.removeprefix("policy/weights/"): v
+                for k, v in arrays.items()
+                if k.startswith("policy/weights/")
+            }
+            self.policy.set_weights(weights)
+        counters = state["counters"]
+        self.iteration = int(counters["training_iteration"])
+        self.timesteps_total = int(counters["timesteps_total"])
+        self.episodes_total = int(counters["episodes_total"])
+        self.time_total_s = float(counters["time_total_s"])
+        self.restore_epoch = int(counters.get("restore_epoch", 0)) + 1
+        self.metrics.set_state(state["metrics_window"])
+        self.set_algorithm_state(state.get("algorithm_state", {}))
+        self.workers.sync_weights()
+        # Env internals can't be saved in general: restart envs with a seed that
+        # depends on how often the run was restored, so a resumed run is reproducible.
+        for index, w in enumerate(self.workers.workers()):
+            w.apply(lambda ev, s=env_seed(self.config.seed, index, self.restore_epoch): ev.reset(s))
+
+    def stop(self) -> None:
+        """Release envs, processes and files."""
+        self.workers.stop()
+
+
+def read_progress(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The results a run wrote to ``progress.jsonl``, oldest first."""
+    path = Path(run_dir) / "progress.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,39 @@
+"""PPO's training step, written once for every backend.
+
+Per training step (Schulman et al. 2017, Algorithm 1):
+  1. run the policy in the envs for ``train_batch_size`` env steps;
+  2. compute GAE advantages and value targets on the evaluator (value_ops);
+  3. optimise the clipped surrogate for ``num_sgd_iter`` epochs of minibatches;
+  4. send the new weights to the rollout workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlgear.config import RunConfig
+from rlgear.plugins.algorithms.ppo.config import PPOConfig
+from rlgear.postprocessing import add_gae, trainable_rows
+from rlgear.rollout_ops import synchronous_parallel_sample
+from rlgear.sample_batch import SampleBatch
+from rlgear.trainer import Trainer
+
+
+class PPO(Trainer):
+    name = "ppo"
+    description = "Proximal Policy Optimization (clipped surrogate, GAE), discrete and continuous actions"
+    config_class = PPOConfig
+    policies = {"torch": "rlgear.plugins.algorithms.ppo.torch_policy:PPOTorchPolicy"}
+    action_spaces = frozenset({"discrete", "continuous"})
+
+    @staticmethod
+    def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
+        training = config.training
+        return trainable_rows(add_gae(fragment, training.gamma, training.gae_lambda))
+
+    def training_step(self) -> dict[str, float]:
+        batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
+        self.policy.set_global_timestep(self.timesteps_total + steps)
+        stats = self.policy.learn_on_batch(batch)
+        self.workers.sync_weights()
+        return stats

@@ -1,0 +1,56 @@
+"""PPO's loss on the torch backend."""
+
+from __future__ import annotations
+
+import torch
+
+from rlgear.plugins.backends.torch import TorchPolicy
+from rlgear.sample_batch import SampleBatch as SB
+from rlgear.schedules import piecewise_linear
+
+
+class PPOTorchPolicy(TorchPolicy):
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, SB.VF_PREDS)
+
+    def clip_param(self) -> float:
+        training = self.config.training
+        if training.clip_param_schedule:
+            return piecewise_linear(training.clip_param_schedule, self.global_timestep)
+        return training.clip_param
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        training = self.config.training
+        clip = self.clip_param()
+        dist_inputs, values = self.model(batch[SB.OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch[SB.ACTIONS])
+        log_ratio = logp - batch[SB.ACTION_LOGP]
+        ratio = torch.exp(log_ratio)
+
+        advantages = batch[SB.ADVANTAGES]
+        if training.normalize_advantages and advantages.numel() > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
+        policy_loss = -surrogate.mean()
+
+        targets = batch[SB.VALUE_TARGETS]
+        vf_loss = (values - targets) ** 2
+        if training.vf_clip_param is not None:
+            old = batch[SB.VF_PREDS]
+            clipped = old + torch.clamp(values - old, -training.vf_clip_param, training.vf_clip_param)
+            vf_loss = torch.max(vf_loss, (clipped - targets) ** 2)
+        vf_loss = 0.5 * vf_loss.mean()
+        entropy = dist.entropy().mean()
+        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
+
+        with torch.no_grad():
+            # Low-variance KL estimator (Schulman, "Approximating KL divergence", 2020).
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()
+            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+        return loss, {
+            "policy_loss": policy_loss.detach(),
+            "vf_loss": vf_loss.detach(),
+            "entropy": entropy.detach(),
+            "approx_kl": approx_kl,
+            "clip_fraction": clip_fraction,
+        }

@@ -1,0 +1,145 @@
+"""The gymnasium env adapter: any registered id or ``module:Class``, vectorized.
+
+Uses gymnasium's own vector envs (sync, or async with one subprocess per env)
+in next-step autoreset mode, which gives ALF's layout exactly: the step after
+a LAST is the FIRST of the next episode, with reward 0, and the action sent
+at the LAST step is ignored. ``terminated`` maps to LAST with discount 0,
+``truncated`` (time limits, the run's ``horizon``) to LAST with discount 1.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from rlgear.env import EnvAdapter, VectorEnv
+from rlgear.errors import ConfigError, PluginError, did_you_mean
+from rlgear.registry import resolve_object
+from rlgear.spaces import Box, Discrete, Space
+from rlgear.timestep import StepType, TimeStep
+
+
+def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
+    """gymnasium space -> rlgear space, or a ConfigError saying what to do."""
+    if isinstance(space, gym.spaces.Discrete):
+        if int(space.start) != 0:
+            raise ConfigError(
+                f"env.name: {env_name}: Discrete {what} space starting at {space.start} is not supported"
+            )
+        return Discrete(int(space.n))
+    if isinstance(space, gym.spaces.Box):
+        return Box(space.low, space.high, space.dtype)
+    raise ConfigError(
+        f"env.name: {env_name}: {what} space {type(space).__name__} is not supported (Box and Discrete are); "
+        "wrap the env, e.g. with gymnasium.wrappers.FlattenObservation"
+    )
+
+
+def _make_env(name: str, kwargs: dict[str, Any], horizon: int | None) -> gym.Env:
+    """Build one env (module-level so async vector envs can pickle it)."""
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            target = resolve_object(name, "env.name")
+        except PluginError:
+            target = None
+        if isinstance(target, type):
+            env = target(**kwargs)
+            if horizon is not None:
+                env = gym.wrappers.TimeLimit(env, max_episode_steps=horizon)
+            return env
+    extra = {"max_episode_steps": horizon} if horizon is not None else {}
+    # A registered id, or gymnasium's own 'module:EnvId' form (imports module to register it).
+    return gym.make(name, **kwargs, **extra)
+
+
+def _check_name(name: str) -> None:
+    if ":" in name:
+        return
+    if name not in gym.registry:
+        raise ConfigError(
+            f"env.name: unknown gymnasium env '{name}'{did_you_mean(name, gym.registry.keys())} "
+            "(a registered id such as CartPole-v1, or 'module:Class')"
+        )
+
+
+class GymnasiumVectorEnv(VectorEnv):
+    """A gymnasium vector env emitting rlgear TimeSteps."""
+
+    def __init__(self, env: gym.vector.VectorEnv, name: str):
+        self.env = env
+        self.num_envs = env.num_envs
+        self.observation_space = convert_space(env.single_observation_space, "observation", name)
+        self.action_space = convert_space(env.single_action_space, "action", name)
+        self._env_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._prev_last = np.zeros(self.num_envs, dtype=bool)
+        action_shape = (self.num_envs, *self.action_space.shape)
+        action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
+        self._zero_actions = np.zeros(action_shape, dtype=action_dtype)
+
+    def reset(self, seed: int | None = None) -> TimeStep:
+        obs, _ = self.env.reset(seed=seed)
+        self._prev_last[:] = False
+        n = self.num_envs
+        return TimeStep(
+            step_type=np.full(n, StepType.FIRST, dtype=np.int32),
+            reward=np.zeros(n, dtype=np.float32),
+            discount=np.ones(n, dtype=np.float32),
+            observation=obs,
+            prev_action=self._zero_actions.copy(),
+            env_id=self._env_ids,
+        )
+
+    def step(self, actions: np.ndarray) -> TimeStep:
+        obs, reward, terminated, truncated, _ = self.env.step(actions)
+        first = self._prev_last
+        ended = (terminated | truncated) & ~first
+        step_type = np.where(first, StepType.FIRST, np.where(ended, StepType.LAST, StepType.MID)).astype(
+            np.int32
+        )
+        discount = np.where(terminated & ended, 0.0, 1.0).astype(np.float32)
+        reward = np.where(first, 0.0, reward).astype(np.float32)
+        prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
+        if first.any():
+            prev_action[first] = 0
+        self._prev_last = ended
+        return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class GymnasiumAdapter(EnvAdapter):
+    description = "any gymnasium env (registered id or module:Class), sync or async vector envs"
+
+    def make(
+        self,
+        name: str,
+        num_envs: int,
+        *,
+        kwargs: dict[str, Any],
+        vectorization: str = "sync",
+        horizon: int | None = None,
+        worker_index: int = 0,
+    ) -> VectorEnv:
+        _check_name(name)
+        make_one = functools.partial(_make_env, name, dict(kwargs), horizon)
+        try:
+            probe = make_one()  # fail here, with a readable error, not inside a subprocess
+        except ConfigError:
+            raise
+        except TypeError as err:
+            raise ConfigError(f"env.kwargs: {name} does not accept these arguments: {err}") from err
+        except gym.error.Error as err:
+            raise ConfigError(f"env.name: {name}: {err}") from err
+        if vectorization == "async":
+            probe.close()
+            vec = AsyncVectorEnv([make_one] * num_envs, autoreset_mode=AutoresetMode.NEXT_STEP)
+        else:
+            fns = [lambda: probe] + [make_one] * (num_envs - 1)
+            vec = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+        return GymnasiumVectorEnv(vec, name)
