@@ -299,8 +299,9 @@ class Trainer:
         self.workers.sync_weights()
         # Env internals can't be saved in general: restart envs with a seed that
         # depends on how often the run was restored, so a resumed run is reproducible.
-        for index, w in enumerate(self.workers.workers()):
-            w.apply(lambda ev, s=env_seed(self.config.seed, index, self.restore_epoch): ev.reset(s))
+        for index, worker in enumerate(self.workers.workers()):
+            seed = env_seed(self.config.seed, index, self.restore_epoch)
+            worker.apply(lambda evaluator, s=seed: evaluator.reset(s))
 
     def stop(self) -> None:
         """Release envs, processes and files."""

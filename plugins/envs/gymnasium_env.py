@@ -42,7 +42,6 @@ def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
 def _make_env(name: str, kwargs: dict[str, Any], horizon: int | None) -> gym.Env:
     """Build one env (module-level so async vector envs can pickle it)."""
     if ":" in name:
-        module_name, _, attr = name.partition(":")
         try:
             target = resolve_object(name, "env.name")
         except PluginError:

@@ -1,0 +1,79 @@
+"""The live progress display of a training run.
+
+``rich``: a live status line with a bar towards the first step-count stop
+criterion, redrawn every iteration (on a terminal). ``plain``: one line per
+report, at most one every ``progress_interval_s`` seconds (logs, CI).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}"
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    return (
+        f"iter {result['training_iteration']:>4} | steps {result['timesteps_total']:>9,} | "
+        f"return {_fmt(result.get('episode_return_mean'))} "
+        f"(min {_fmt(result.get('episode_return_min'))}, max {_fmt(result.get('episode_return_max'))}) | "
+        f"{_fmt(result.get('env_steps_per_s'), 0)} steps/s | {result['time_total_s']:.1f} s"
+    )
+
+
+class Progress:
+    def __init__(self, mode: str, stop: dict[str, float], interval_s: float = 2.0):
+        if mode == "auto":
+            mode = "rich" if sys.stdout.isatty() else "plain"
+        self.mode = mode
+        self.interval_s = interval_s
+        self._last_print = 0.0
+        self._pending: dict[str, Any] | None = None
+        self._progress = None
+        self._task = None
+        if mode == "rich":
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            total = stop.get("timesteps_total")
+            self._progress = Progress(
+                TextColumn("[bold]training[/bold]"),
+                BarColumn(),
+                TextColumn("{task.fields[line]}"),
+                TimeElapsedColumn(),
+                transient=False,
+            )
+            self._task = self._progress.add_task("train", total=total, line="starting ...")
+            self._progress.start()
+
+    def update(self, result: dict[str, Any]) -> None:
+        if self.mode == "rich":
+            self._progress.update(self._task, completed=result["timesteps_total"], line=summary_line(result))
+        elif self.mode == "plain":
+            now = time.monotonic()
+            if now - self._last_print >= self.interval_s:
+                print(summary_line(result), flush=True)
+                self._last_print = now
+                self._pending = None
+            else:
+                self._pending = result
+
+    def message(self, text: str) -> None:
+        if self.mode == "rich":
+            self._progress.console.print(text)
+        elif self.mode == "plain":
+            print(text, flush=True)
+
+    def close(self) -> None:
+        if self.mode == "rich" and self._progress.live.is_started:
+            self._progress.stop()
+        elif self.mode == "plain" and self._pending is not None:
+            print(summary_line(self._pending), flush=True)
+            self._pending = None

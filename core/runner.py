@@ -1,0 +1,199 @@
+"""Running one training job: run folder, results, checkpoints, stop criteria, Ctrl-C.
+
+This is what ``rlgear train`` and ``rlgear.train()`` do. The trainer does the
+learning; the runner owns everything around it that a user expects from a
+run: a folder with the resolved config, ``progress.jsonl`` and TensorBoard
+events, checkpoints on a schedule and at the end, a live progress display,
+and a clean exit on Ctrl-C (a checkpoint is written, exit status 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlgear import checkpoint as ckpt
+from rlgear import config as config_mod
+from rlgear import registry
+from rlgear.config import RunConfig
+from rlgear.errors import CheckpointError, ConfigError, did_you_mean
+from rlgear.logger import ResultLogger
+from rlgear.progress import Progress, summary_line
+
+RESULT_KEYS = (
+    "training_iteration", "timesteps_total", "timesteps_this_iter", "time_this_iter_s",
+    "time_total_s", "episodes_this_iter", "episodes_total", "episode_return_mean",
+    "episode_return_min", "episode_return_max", "episode_len_mean", "env_steps_per_s",
+)  # fmt: skip
+# Sections a resumed run may change (how long to run, how to save and log).
+RESUMABLE_CHANGES = ("stop", "checkpoint", "logging")
+
+
+def check_stop_keys(config: RunConfig) -> None:
+    for key in config.stop:
+        if key in RESULT_KEYS or "/" in key:
+            continue
+        raise ConfigError(
+            f"{config.source}: stop.{key}: not a result key{did_you_mean(key, RESULT_KEYS)} "
+            f"(result keys: {', '.join(RESULT_KEYS)}, learner/*, custom_metrics/*)"
+        )
+
+
+def should_stop(result: dict[str, Any], stop: dict[str, float]) -> str | None:
+    """The first stop criterion the result meets (as 'key >= threshold'), or None."""
+    for key, threshold in stop.items():
+        value = result.get(key)
+        if value is not None and value >= threshold:
+            return f"{key} >= {threshold}"
+    return None
+
+
+def new_run_dir(config: RunConfig) -> Path:
+    parent = Path(config.logging.dir)
+    if config.logging.name:
+        run_dir = parent / config.logging.name
+        if ckpt.list_checkpoints(run_dir) or (run_dir / "progress.jsonl").exists():
+            raise ConfigError(
+                f"logging.name: run folder {run_dir} already holds a run; continue it with "
+                f"--resume {run_dir}, or pick another name"
+            )
+        return run_dir
+    env = re.sub(r"[^A-Za-z0-9_.-]+", "-", config.env.name).strip("-")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = parent / f"{config.algorithm}_{env}_{stamp}"
+    suffix = 1
+    while run_dir.exists():
+        suffix += 1
+        run_dir = parent / f"{config.algorithm}_{env}_{stamp}_{suffix}"
+    return run_dir
+
+
+def check_resume_config(config: RunConfig, run_dir: Path) -> RunConfig:
+    """The config to continue ``run_dir`` with; refuses one that changes what was trained."""
+    saved_file = run_dir / "config.yaml"
+    if not saved_file.exists():
+        raise CheckpointError(f"--resume {run_dir}: not a run folder (no config.yaml)")
+    saved = yaml.safe_load(saved_file.read_text())
+    given = config.to_dict()
+    if given.get("seed") is None:
+        given["seed"] = saved.get("seed")
+    for section in given:
+        if section in RESUMABLE_CHANGES:
+            continue
+        if given[section] != saved.get(section):
+            raise ConfigError(
+                f"--resume {run_dir}: the config's '{section}' differs from the run's "
+                f"(run: {saved.get(section)!r}, given: {given[section]!r}); resume with the run's config "
+                f"({saved_file}) or start a new run"
+            )
+    return dataclasses.replace(config, seed=given["seed"])
+
+
+@contextlib.contextmanager
+def interrupt_handler(on_first: Any) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM) asks the run to stop cleanly; a second Ctrl-C aborts."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    state = {"count": 0}
+
+    def handler(signum, frame):
+        state["count"] += 1
+        if state["count"] > 1 and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        on_first()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run(
+    config: RunConfig,
+    resume: str | os.PathLike | None = None,
+    hooks: Iterable[Any] = (),
+    progress: str | None = None,
+) -> dict[str, Any]:
+    """Train until a stop criterion is met (or Ctrl-C); return the last result."""
+    check_stop_keys(config)
+    if resume is not None:
+        run_dir = Path(resume)
+        config = check_resume_config(config, run_dir)
+        latest = ckpt.latest(run_dir)
+        if latest is None:
+            raise CheckpointError(f"--resume {run_dir}: the run has no complete checkpoint to continue from")
+    else:
+        if config.seed is None:  # pick one and record it, so every run can be repeated
+            config = dataclasses.replace(config, seed=secrets.randbelow(2**31))
+        run_dir = new_run_dir(config)
+        latest = None
+    trainer_cls = registry.load_algorithm(config.algorithm)
+    trainer = trainer_cls(config, hooks=hooks, logdir=run_dir)  # fails before any work if unsupported
+    display = Progress(progress or config.logging.progress, config.stop, config.logging.progress_interval_s)
+    logger = None
+    result: dict[str, Any] = {}
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(config_mod.dump_yaml(config.to_dict()))
+        if latest is not None:
+            trainer.restore(latest)
+            display.message(f"resumed {run_dir} from {latest.name} (iteration {trainer.iteration})")
+        else:
+            display.message(f"run folder: {run_dir}")
+        logger = ResultLogger(run_dir, config.logging.tensorboard)
+        interrupted = False
+        last_saved = -1
+        reason = None
+
+        def on_interrupt() -> None:
+            nonlocal interrupted
+            interrupted = True
+            trainer.request_stop()
+            display.message(
+                "stopping after this training step and writing a checkpoint (Ctrl-C again to abort)"
+            )
+
+        with interrupt_handler(on_interrupt):
+            while True:
+                result = trainer.train()
+                logger.log(result)
+                display.update(result)
+                reason = should_stop(result, config.stop)
+                every = config.checkpoint.every
+                if every and trainer.iteration % every == 0:
+                    trainer.save()
+                    ckpt.prune(run_dir, config.checkpoint.keep)
+                    last_saved = trainer.iteration
+                if reason or interrupted:
+                    break
+            if (config.checkpoint.at_end or interrupted) and last_saved != trainer.iteration:
+                trainer.save()
+                ckpt.prune(run_dir, config.checkpoint.keep)
+        display.close()
+        newest = ckpt.latest(run_dir)
+        why = "interrupted" if interrupted else f"stop criterion met: {reason}"
+        display.message(f"done ({why}): {summary_line(result)}")
+        display.message(f"run folder: {run_dir}")
+        if newest is not None:
+            display.message(f"checkpoint: {newest}")
+            display.message(f"evaluate it: rlgear evaluate {newest}")
+        return result
+    finally:
+        display.close()
+        if logger is not None:
+            logger.close()
+        trainer.stop()
