@@ -135,6 +135,12 @@ class TrainingConfig:
     metrics_window: int = doc(
         "Episode statistics are taken over the last N finished episodes (as SB3 and RLlib).", 100
     )
+    evaluation_interval: int = doc(
+        "Every N iterations, run greedy evaluation episodes on separate envs and report "
+        "evaluation/episode_return_mean etc. (0: never).",
+        0,
+    )
+    evaluation_episodes: int = doc("Episodes per evaluation.", 10)
 
 
 @dataclass

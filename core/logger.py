@@ -32,7 +32,7 @@ class ResultLogger:
     def __init__(self, run_dir: str | os.PathLike, tensorboard: bool = True):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._progress = open(self.run_dir / "progress.jsonl", "a", buffering=1)
+        self._progress = open(self.run_dir / "progress.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
         self._writer = None
         if tensorboard:
             from tensorboardX import SummaryWriter  # imported only when used
@@ -44,9 +44,9 @@ class ResultLogger:
         if self._writer is not None:
             step = int(result.get("timesteps_total", 0))
             for key, value in result.items():
-                if isinstance(value, int | float | np.number) and not isinstance(value, bool):
-                    if math.isfinite(float(value)):
-                        self._writer.add_scalar(f"rlgear/{key}", float(value), global_step=step)
+                numeric = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+                if numeric and math.isfinite(float(value)):
+                    self._writer.add_scalar(f"rlgear/{key}", float(value), global_step=step)
 
     def close(self) -> None:
         self._progress.close()

@@ -9,6 +9,7 @@ env-step counts, metrics, results, checkpoints and restore.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ from rlgear import config as config_mod
 from rlgear import registry
 from rlgear.config import RunConfig, TrainingConfig
 from rlgear.errors import CheckpointError, UnsupportedError
-from rlgear.evaluator import WorkerSet, env_seed
+from rlgear.evaluator import Evaluator, WorkerSet, env_seed
 from rlgear.hooks import make_plugin_manager
 from rlgear.metrics import MetricsWindow
 from rlgear.policy import PolicyState
@@ -33,6 +34,8 @@ from rlgear.postprocessing import trainable_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import space_from_json
 
+# Worker index of the evaluation envs (seeds apart from the rollout workers').
+EVALUATION_WORKER_INDEX = 999
 # Config sections that reset_config may change on a live trainer.
 _RESETTABLE = ("training", "stop", "checkpoint", "logging")
 
@@ -117,6 +120,8 @@ class Trainer:
         self.time_total_s = 0.0
         self.restore_epoch = 0
         self._stop_requested = False
+        self._policy_cls, self._adapter_cls = policy_cls, adapter_cls
+        self._evaluation_worker: Evaluator | None = None
         self.hooks.hook.on_trainer_init(trainer=self)
 
     @property
@@ -184,8 +189,39 @@ class Trainer:
         }
         for key, value in learner_stats.items():
             result[f"learner/{key}"] = value
+        interval = training.evaluation_interval
+        if interval and self.iteration % interval == 0:
+            result.update(self.evaluate())
         self.hooks.hook.on_train_result(trainer=self, result=result)
         return result
+
+    def evaluate(self, num_episodes: int | None = None) -> dict[str, Any]:
+        """Greedy episodes on separate envs with the current weights (``evaluation/*`` keys).
+
+        Its env steps are not counted in ``timesteps_total``.
+        """
+        episodes_wanted = num_episodes or self.config.training.evaluation_episodes
+        if self._evaluation_worker is None:
+            workers = dataclasses.replace(
+                self.config.workers,
+                num_envs_per_worker=min(episodes_wanted, self.config.workers.num_envs_per_worker),
+                batch_mode="truncate_episodes",
+            )
+            config = dataclasses.replace(self.config, workers=workers)
+            self._evaluation_worker = Evaluator(
+                config, self._policy_cls, self._adapter_cls, worker_index=EVALUATION_WORKER_INDEX
+            )
+        worker = self._evaluation_worker
+        worker.set_weights(self.policy.get_weights())
+        start = time.perf_counter()
+        episodes = worker.evaluate(episodes_wanted)
+        window = MetricsWindow(len(episodes) or 1)
+        window.add(episodes)
+        stats = window.stats()
+        out = {f"evaluation/{k}": v for k, v in stats.items()}
+        out["evaluation/episodes"] = len(episodes)
+        out["evaluation/time_s"] = time.perf_counter() - start
+        return out
 
     # --- hyperparameters on a live trainer ------------------------------------
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
@@ -306,6 +342,9 @@ class Trainer:
     def stop(self) -> None:
         """Release envs, processes and files."""
         self.workers.stop()
+        if self._evaluation_worker is not None:
+            self._evaluation_worker.stop()
+            self._evaluation_worker = None
 
 
 def read_progress(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
