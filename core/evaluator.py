@@ -89,6 +89,8 @@ class Evaluator:
             raise
         self.fragment_length = config.rollout_fragment_length()
         self.complete_episodes = config.workers.batch_mode == "complete_episodes"
+        #: Nominal env steps per ``sample()`` call (``complete_episodes`` may take more).
+        self.steps_per_sample = self.fragment_length * self.num_envs
         if isinstance(self.action_space, Box) and self.action_space.bounded:
             self._clip = (self.action_space.low, self.action_space.high)
         else:

@@ -1,0 +1,153 @@
+"""Sampling: fragments overlap by exactly one bootstrap row; nothing is lost or duplicated."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import rlgear
+from rlgear import config as config_mod
+from rlgear import registry
+from rlgear.evaluator import Evaluator
+from rlgear.plugins.algorithms.ppo import PPO
+from rlgear.sample_batch import SampleBatch
+from rlgear.timestep import StepType
+from tests.conftest import small_config
+
+SCRIPTED = "tests.test_gymnasium_timesteps:ScriptedEnv"
+
+
+def make_evaluator(
+    tmp_path, *, fragment=4, envs=2, batch_mode="truncate_episodes", lengths=(3, 2), hooks=None
+):
+    raw = small_config(
+        tmp_path,
+        env={"name": SCRIPTED, "kwargs": {"lengths": list(lengths), "terminated": [True, False]}},
+        workers={"num_envs_per_worker": envs, "rollout_fragment_length": fragment, "batch_mode": batch_mode},
+    )
+    config = config_mod.resolve(raw)
+    return Evaluator(
+        config,
+        PPO.policy_class("torch"),
+        registry.load_env_adapter("gymnasium"),
+        worker_index=0,
+        hooks=hooks,
+    )
+
+
+def test_bootstrap_row_of_a_fragment_is_the_first_row_of_the_next(tmp_path):
+    evaluator = make_evaluator(tmp_path)
+    try:
+        previous = evaluator._sample_fragment()
+        assert previous[SampleBatch.OBS].shape[:2] == (5, 2)  # [T+1, B]
+        for _ in range(5):
+            fragment = evaluator._sample_fragment()
+            for key in (SampleBatch.OBS, SampleBatch.STEP_TYPES, SampleBatch.REWARDS, "eps_id", "t"):
+                np.testing.assert_array_equal(previous[key][-1], fragment[key][0])
+            previous = fragment
+    finally:
+        evaluator.stop()
+
+
+@pytest.mark.parametrize("fragment", [1, 3, 4, 7])
+def test_no_transition_is_lost_or_duplicated_between_consecutive_batches(tmp_path, fragment):
+    evaluator = make_evaluator(tmp_path, fragment=fragment)
+    try:
+        rows = [evaluator.sample() for _ in range(12)]
+    finally:
+        evaluator.stop()
+    batch = SampleBatch.concat(rows)
+    # obs = [episode index within its env, step index]; eps_id is unique across envs
+    seen = Counter((int(e), int(o[1])) for e, o in zip(batch["eps_id"], batch[SampleBatch.OBS], strict=True))
+    assert max(seen.values()) == 1, "a transition was trained on twice"
+    by_episode: dict[int, list[int]] = {}
+    for eps, t in seen:
+        by_episode.setdefault(eps, []).append(t)
+    for eps, steps in by_episode.items():
+        # every episode starts at step 0 and has no holes (the newest one may still be running)
+        assert sorted(steps) == list(range(len(steps))), f"episode {eps} lost a step: {sorted(steps)}"
+    lengths = {3, 2}
+    finished = [len(s) for s in by_episode.values()]
+    assert set(finished[:-4]) <= lengths  # whole episodes: 3 (terminated) or 2 (truncated) actions each
+
+
+def test_last_rows_and_bootstrap_rows_are_not_trained_on(tmp_path):
+    evaluator = make_evaluator(tmp_path)
+    try:
+        batch = evaluator.sample()
+    finally:
+        evaluator.stop()
+    assert (batch[SampleBatch.STEP_TYPES] != StepType.LAST).all()
+    assert len(batch) <= 4 * 2
+
+
+def test_complete_episodes_batches_hold_only_whole_episodes(tmp_path):
+    evaluator = make_evaluator(tmp_path, batch_mode="complete_episodes", fragment=5, lengths=(4, 3))
+    try:
+        for _ in range(4):
+            batch = evaluator.sample()
+            assert len(batch) >= 5 * 2
+            episodes: dict[int, list[int]] = {}
+            for eps, t in zip(batch["eps_id"], batch["t"], strict=True):
+                episodes.setdefault(int(eps), []).append(int(t))
+            for steps in episodes.values():
+                assert sorted(steps) in ([0, 1, 2, 3], [0, 1, 2])
+    finally:
+        evaluator.stop()
+
+
+def test_episode_metrics_count_truncated_episodes(tmp_path):
+    evaluator = make_evaluator(tmp_path, lengths=(3, 2))
+    try:
+        for _ in range(5):
+            evaluator.sample()
+        metrics = evaluator.pop_metrics()
+        current = evaluator._timestep.step_type
+        running_steps = int(evaluator._episode_length[current != StepType.LAST].sum())
+    finally:
+        evaluator.stop()
+    episodes = metrics["episodes"]
+    assert any(e["truncated"] for e in episodes) and any(e["terminated"] for e in episodes)
+    for e in episodes:
+        assert e["length"] == (3 if e["terminated"] else 2)
+        assert e["episode_return"] == e["length"]  # reward 1 per step, none at FIRST
+    # env steps are transitions: the reset steps of next-step autoreset are not counted
+    assert metrics["env_steps"] == sum(e["length"] for e in episodes) + running_steps
+    assert metrics["env_steps"] < 5 * 4 * 2
+
+
+class EpisodeCounter:
+    """A hook recording a custom metric and checking the other hooks are called."""
+
+    def __init__(self):
+        self.calls = Counter()
+
+    @rlgear.hookimpl
+    def on_episode_end(self, episode):
+        self.calls["on_episode_end"] += 1
+        episode.custom_metrics["double_length"] = 2 * episode.length
+
+    @rlgear.hookimpl
+    def on_train_result(self, trainer, result):
+        self.calls["on_train_result"] += 1
+        result["custom_metrics/iteration_seen"] = trainer.iteration
+
+    @rlgear.hookimpl
+    def on_checkpoint(self, checkpoint_dir):
+        self.calls["on_checkpoint"] += 1
+        self.checkpoint_dir = checkpoint_dir
+
+
+def test_custom_metric_from_a_hook_shows_up_under_custom_metrics(tmp_path):
+    hook = EpisodeCounter()
+    raw = small_config(tmp_path, stop={"training_iteration": 3}, checkpoint={"every": 0, "at_end": True})
+    result = rlgear.train(raw, hooks=[hook])
+    assert result["custom_metrics/double_length_mean"] == pytest.approx(2 * result["episode_len_mean"])
+    low, high = result["custom_metrics/double_length_min"], result["custom_metrics/double_length_max"]
+    assert low <= result["custom_metrics/double_length_mean"] <= high and low % 2 == 0 and high % 2 == 0
+    assert result["custom_metrics/iteration_seen"] == 3
+    assert hook.calls["on_train_result"] == 3
+    assert hook.calls["on_episode_end"] > 0
+    assert hook.calls["on_checkpoint"] == 1 and "checkpoint_000003" in hook.checkpoint_dir

@@ -1,0 +1,57 @@
+"""The wheel ships `rlgear` and `rlgear.plugins`, not top-level `core`/`plugins` packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_wheel_maps_core_to_rlgear_and_registers_entry_points(tmp_path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("rlgear-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names}
+    assert "rlgear" in top_level
+    assert "core" not in top_level and "plugins" not in top_level
+    for module in (
+        "rlgear/__init__.py",
+        "rlgear/value_ops.py",
+        "rlgear/plugins/algorithms/ppo/torch_policy.py",
+        "rlgear/plugins/backends/torch/policy.py",
+        "rlgear/plugins/envs/gymnasium_env.py",
+        "rlgear/plugins/schedulers/fifo.py",
+    ):
+        assert module in names, f"{module} missing from the wheel"
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    for group in (
+        "rlgear.algorithms",
+        "rlgear.envs",
+        "rlgear.backends",
+        "rlgear.schedulers",
+        "console_scripts",
+    ):
+        assert f"[{group}]" in text
