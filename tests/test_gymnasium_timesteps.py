@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -67,7 +69,7 @@ def test_terminated_maps_to_last_with_discount_zero_and_truncated_to_discount_on
 def test_step_after_last_is_first_with_zero_reward_and_zero_prev_action():
     env = make("tests.test_gymnasium_timesteps:ScriptedEnv")
     steps = run(env, 8, action=1)
-    for previous, ts in zip(steps, steps[1:], strict=False):
+    for previous, ts in itertools.pairwise(steps):
         if previous.step_type[0] == StepType.LAST:
             assert ts.step_type[0] == StepType.FIRST
             assert ts.reward[0] == 0.0
@@ -147,5 +149,5 @@ def test_unknown_env_name_is_a_config_error_with_a_suggestion():
 
 
 def test_bad_env_kwargs_are_a_config_error():
-    with pytest.raises(ConfigError, match="env.kwargs"):
+    with pytest.raises(ConfigError, match=r"env\.kwargs"):
         make("CartPole-v1", kwargs={"no_such_argument": 1})
