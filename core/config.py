@@ -57,6 +57,11 @@ class ModelConfig:
         "as in the PPO implementation-details study (Huang et al. 2022).",
         True,
     )
+    numpy_inference: bool = doc(
+        "Act with a numpy copy of the catalog MLP (several times faster for small batches; "
+        "learning stays in the framework). Ignored for custom models.",
+        True,
+    )
     custom: str | None = doc(
         "'module:Class' of your own network for the backend in use; see the README's model section.",
         None,

@@ -167,8 +167,8 @@ class Evaluator:
             SampleBatch.DISCOUNTS: ts.discount,
             SampleBatch.STEP_TYPES: ts.step_type,
             SampleBatch.PREV_ACTIONS: ts.prev_action,
-            "eps_id": self._episode_ids.copy(),
-            "t": self._episode_length.copy(),
+            "eps_id": self._episode_ids,  # copied into the fragment buffers
+            "t": self._episode_length,
             **extras,
         }
 

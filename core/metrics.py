@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -31,10 +31,16 @@ class Episode:
 
     def summary(self) -> dict[str, Any]:
         """What the metrics window keeps (JSON-able; user_data is dropped)."""
-        out = asdict(self)
-        out.pop("user_data")
-        out["custom_metrics"] = {k: float(v) for k, v in self.custom_metrics.items()}
-        return out
+        return {
+            "env_id": self.env_id,
+            "episode_id": self.episode_id,
+            "worker_index": self.worker_index,
+            "episode_return": self.episode_return,
+            "length": self.length,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "custom_metrics": {k: float(v) for k, v in self.custom_metrics.items()},
+        }
 
 
 class MetricsWindow:

@@ -35,11 +35,15 @@ class Categorical:
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
+    def _finite_logits(self) -> torch.Tensor:
+        # Masked actions have logit -inf and probability 0; 0 * -inf would be nan.
+        return self.logits.clamp(min=torch.finfo(self.logits.dtype).min)
+
     def entropy(self) -> torch.Tensor:
-        return -(self.logits.exp() * self.logits).sum(-1)
+        return -(self.logits.exp() * self._finite_logits()).sum(-1)
 
     def kl(self, other: Categorical) -> torch.Tensor:
-        return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
+        return (self.logits.exp() * (self._finite_logits() - other._finite_logits())).sum(-1)
 
     @staticmethod
     def required_inputs(space: Discrete) -> int:

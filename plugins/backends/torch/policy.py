@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from rlgear.inference import NumpyActorCritic
 from rlgear.plugins.backends.torch.distributions import distribution_class
-from rlgear.plugins.backends.torch.models import build_model
+from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.policy import Policy, PolicyState, flatten_observations
 from rlgear.sample_batch import SampleBatch
 from rlgear.schedules import piecewise_linear
@@ -54,15 +55,35 @@ class TorchPolicy(Policy):
         self.optimizer = optimizer_cls(self.model.parameters(), **kwargs)
         self.rng = np.random.default_rng(config.seed)
         self.num_grad_updates = 0
+        # Bumped whenever the weights change, so the numpy twin knows when to refresh.
+        self.weights_version = 0
+        self.fast_actor = self._make_fast_actor()
         self._action_dtype = np.int64 if isinstance(action_space, Discrete) else np.float32
 
     # --- acting -------------------------------------------------------------
+    def _make_fast_actor(self) -> NumpyActorCritic | None:
+        model_config = self.config.model
+        if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
+            return None
+        seed = None if self.config.seed is None else self.config.seed + 1
+        return NumpyActorCritic(
+            self.action_space, len(model_config.hidden_sizes), model_config.activation,
+            bool(model_config.vf_share_layers), seed,
+        )  # fmt: skip
+
     def preprocess(self, observations: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(flatten_observations(self.observation_space, observations))
 
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        fast = self.fast_actor
+        if fast is not None:
+            if fast.version != self.weights_version:
+                fast.load(self.get_weights(), self.weights_version)
+            obs = flatten_observations(self.observation_space, timestep.observation)
+            actions, logp, values = fast.act(obs, explore)
+            return actions, state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
         with torch.inference_mode():
             dist_inputs, values = self.model(self.preprocess(timestep.observation))
             dist = self.dist_class(dist_inputs)
@@ -128,6 +149,7 @@ class TorchPolicy(Policy):
                     )
                 self.optimizer.step()
                 self.num_grad_updates += 1
+                self.weights_version += 1
                 stats = {**stats, "total_loss": loss.detach(), "grad_gnorm": grad_norm.detach()}
                 for key, value in stats.items():
                     totals[key] = totals.get(key, 0.0) + float(value)
@@ -170,6 +192,7 @@ class TorchPolicy(Policy):
                         f"the model expects {tuple(param.shape)}"
                     )
                 param.copy_(torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32)))
+        self.weights_version += 1
 
     def get_state(self) -> PolicyState:
         arrays = {f"weights/{k}": v for k, v in self.get_weights().items()}
@@ -184,6 +207,8 @@ class TorchPolicy(Policy):
             "num_grad_updates": self.num_grad_updates,
             "rng": self.rng.bit_generator.state,
         }
+        if self.fast_actor is not None:
+            meta["acting_rng"] = self.fast_actor.rng.bit_generator.state
         return PolicyState(arrays=arrays, meta=meta)
 
     def set_state(self, state: PolicyState) -> None:
@@ -204,6 +229,8 @@ class TorchPolicy(Policy):
         self.num_grad_updates = int(state.meta.get("num_grad_updates", 0))
         if "rng" in state.meta:
             self.rng.bit_generator.state = state.meta["rng"]
+        if self.fast_actor is not None and "acting_rng" in state.meta:
+            self.fast_actor.rng.bit_generator.state = state.meta["acting_rng"]
 
 
 def _jsonable(value: Any) -> Any:
