@@ -17,7 +17,6 @@ import json
 import time
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 

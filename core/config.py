@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +180,33 @@ class RunConfig:
         return max(1, -(-int(self.training.train_batch_size) // envs))
 
 
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads ``3e-4`` and ``1e6`` as numbers (YAML 1.2), not strings.
+
+    PyYAML follows YAML 1.1, where a float needs a dot (``3.0e-4``); users
+    write ``lr: 3e-4`` and mean a number.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def yaml_load(text: str) -> Any:
+    """Parse YAML safely (no Python objects), with YAML 1.2 numbers."""
+    return yaml.load(text, Loader=_Loader)
+
+
 TOP_LEVEL_KEYS = (
     "algorithm", "backend", "env", "model", "training", "workers",
     "stop", "checkpoint", "logging", "seed", "tune",
@@ -195,7 +223,7 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file: {err.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -215,7 +243,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ConfigError(f"--set {text}: expected KEY.PATH=VALUE, e.g. --set training.lr=0.001")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = yaml_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw  # not YAML: take the text as a string
     return key, value

@@ -21,7 +21,7 @@ from rlgear.timestep import TimeStep
 class VectorEnv(ABC):
     """``num_envs`` environments stepped together.
 
-    Contract (checked by ``tests/test_env_contract.py`` for the built-ins):
+    Contract (``rlgear.testing.check_vector_env`` checks an implementation):
 
     * ``reset`` returns a TimeStep with every env at FIRST.
     * ``step(actions)`` returns the next TimeStep. An env whose previous step

@@ -16,6 +16,8 @@ def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
+        if abs(value) < 10 and digits > 0:  # small returns (0..1 envs) need more digits
+            return f"{value:.3f}"
         return f"{value:,.{digits}f}"
     return f"{value:,}"
 

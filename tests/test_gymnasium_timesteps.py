@@ -29,6 +29,8 @@ class ScriptedEnv(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        if seed is not None:  # a seeded reset starts the script over
+            self.episode = -1
         self.episode += 1
         self.t = 0
         return self._obs(), {}
@@ -151,3 +153,30 @@ def test_unknown_env_name_is_a_config_error_with_a_suggestion():
 def test_bad_env_kwargs_are_a_config_error():
     with pytest.raises(ConfigError, match=r"env\.kwargs"):
         make("CartPole-v1", kwargs={"no_such_argument": 1})
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "horizon"),
+    [("CartPole-v1", {}, None), ("Pendulum-v1", {}, 30), ("tests.test_gymnasium_timesteps:ScriptedEnv", {}, None)],
+)
+def test_gymnasium_adapter_passes_the_vector_env_contract_check(name, kwargs, horizon):
+    from rlgear.testing import check_vector_env
+
+    counts = check_vector_env(make(name, num_envs=3, kwargs=kwargs, horizon=horizon), steps=400)
+    assert counts["episodes_terminated"] + counts["episodes_truncated"] > 0
+
+
+def test_contract_check_catches_an_env_that_skips_first():
+    from rlgear.testing import ContractError, check_vector_env
+
+    env = make("tests.test_gymnasium_timesteps:ScriptedEnv")
+    original = env.step
+
+    def broken_step(actions):
+        ts = original(actions)
+        ts.step_type[ts.step_type == StepType.FIRST] = StepType.MID  # forgets FIRST after LAST
+        return ts
+
+    env.step = broken_step
+    with pytest.raises(ContractError, match="must be FIRST"):
+        check_vector_env(env, steps=20)

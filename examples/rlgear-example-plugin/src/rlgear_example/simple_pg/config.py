@@ -1,8 +1,8 @@
 """simple_pg hyperparameters.
 
-Every field carries a help text (``doc``): rlgear shows it in config errors
-and in the config reference, so a user of your plugin never has to read your
-source to know what a key does. ``gamma``, ``optimizer``, ``grad_clip``,
+Every field carries a help text (``doc``): rlgear builds its config reference
+from it, so a user of your plugin never has to read your source to know what a
+key does. ``gamma``, ``optimizer``, ``grad_clip``,
 ``lr_schedule`` ... come from :class:`rlgear.config.TrainingConfig`.
 """
 

@@ -1,0 +1,133 @@
+"""Checks plugin authors run in their own tests.
+
+``check_vector_env(env)`` steps a :class:`~rlgear.env.VectorEnv` with random
+valid actions and asserts the TimeStep contract, with messages that say which
+rule broke at which step and env::
+
+    from rlgear.testing import check_vector_env
+
+    def test_my_env_follows_the_contract():
+        check_vector_env(MyAdapter().make("my-env", 4, kwargs={}), steps=500)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlgear.env import VectorEnv
+from rlgear.spaces import Box, Discrete
+from rlgear.timestep import StepType, TimeStep
+
+
+class ContractError(AssertionError):
+    """A VectorEnv broke the TimeStep contract."""
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ContractError(message)
+
+
+def _check_shapes(env: VectorEnv, ts: TimeStep, where: str) -> None:
+    n = env.num_envs
+    for field in ("step_type", "reward", "discount", "env_id"):
+        _expect(
+            np.shape(getattr(ts, field)) == (n,),
+            f"{where}: {field} has shape {np.shape(getattr(ts, field))}, expected ({n},)",
+        )
+    obs_shape = (n, *env.observation_space.shape)
+    _expect(
+        np.shape(ts.observation) == obs_shape,
+        f"{where}: observation has shape {np.shape(ts.observation)}, expected {obs_shape}",
+    )
+    action_shape = (n, *env.action_space.shape)
+    _expect(
+        np.shape(ts.prev_action) == action_shape,
+        f"{where}: prev_action has shape {np.shape(ts.prev_action)}, expected {action_shape}",
+    )
+    _expect(np.array_equal(ts.env_id, np.arange(n)), f"{where}: env_id should be 0..{n - 1}, got {ts.env_id}")
+    _expect(bool(np.all(np.isfinite(ts.reward))), f"{where}: non-finite reward {ts.reward}")
+    _expect(bool(np.isin(ts.step_type, list(StepType)).all()), f"{where}: unknown step_type {ts.step_type}")
+
+
+def random_actions(env: VectorEnv, rng: np.random.Generator) -> np.ndarray:
+    space = env.action_space
+    if isinstance(space, Discrete):
+        return rng.integers(0, space.n, size=env.num_envs)
+    assert isinstance(space, Box)
+    low = np.where(np.isfinite(space.low), space.low, -1.0)
+    high = np.where(np.isfinite(space.high), space.high, 1.0)
+    return rng.uniform(low, high, size=(env.num_envs, *space.shape)).astype(space.dtype)
+
+
+def check_vector_env(env: VectorEnv, steps: int = 300, seed: int = 0, close: bool = True) -> dict[str, int]:
+    """Step ``env`` with random actions and check every TimeStep rule; returns counts seen.
+
+    Checked: shapes; reset gives FIRST, reward 0, discount 1, zero prev_action;
+    a FIRST comes only after a reset or a LAST, and the step after a LAST is a
+    FIRST with reward 0 and zero prev_action; discount is 1 except at LAST,
+    where it is 0 (terminated) or 1 (truncated); prev_action is the action
+    sent; the same reset seed gives the same first observations.
+    """
+    rng = np.random.default_rng(seed)
+    counts = {"steps": 0, "episodes_terminated": 0, "episodes_truncated": 0}
+    try:
+        ts = env.reset(seed=seed)
+        first_obs = np.array(ts.observation, copy=True)
+        _check_shapes(env, ts, "reset()")
+        _expect(
+            bool((ts.step_type == StepType.FIRST).all()),
+            f"reset(): every env must be FIRST, got {ts.step_type}",
+        )
+        _expect(bool((ts.reward == 0).all()), f"reset(): reward must be 0 at FIRST, got {ts.reward}")
+        _expect(bool((ts.discount == 1).all()), f"reset(): discount must be 1 at FIRST, got {ts.discount}")
+        _expect(
+            not np.any(ts.prev_action), f"reset(): prev_action must be zeros at FIRST, got {ts.prev_action}"
+        )
+        for step in range(1, steps + 1):
+            actions = random_actions(env, rng)
+            previous = ts
+            ts = env.step(actions)
+            where = f"step {step}"
+            _check_shapes(env, ts, where)
+            was_last = previous.step_type == StepType.LAST
+            first = ts.step_type == StepType.FIRST
+            last = ts.step_type == StepType.LAST
+            for i in np.flatnonzero(was_last & ~first):
+                raise ContractError(
+                    f"{where}, env {i}: the step after a LAST must be FIRST, got {StepType(int(ts.step_type[i])).name}"
+                )
+            for i in np.flatnonzero(first & ~was_last):
+                raise ContractError(
+                    f"{where}, env {i}: FIRST without a LAST before it (episodes must end with LAST)"
+                )
+            _expect(
+                bool((ts.reward[first] == 0).all()),
+                f"{where}: reward must be 0 at FIRST, got {ts.reward[first]}",
+            )
+            _expect(not np.any(ts.prev_action[first]), f"{where}: prev_action must be zeros at FIRST")
+            _expect(
+                bool((ts.discount[~last] == 1).all()),
+                f"{where}: discount must be 1 except at LAST, got {ts.discount}",
+            )
+            _expect(
+                bool(np.isin(ts.discount[last], (0.0, 1.0)).all()),
+                f"{where}: discount at LAST must be 0 or 1, got {ts.discount[last]}",
+            )
+            moved = ~first
+            _expect(
+                np.allclose(np.asarray(ts.prev_action)[moved], np.asarray(actions)[moved]),
+                f"{where}: prev_action must be the action just sent",
+            )
+            counts["steps"] += int(moved.sum())
+            counts["episodes_terminated"] += int((last & (ts.discount == 0)).sum())
+            counts["episodes_truncated"] += int((last & (ts.discount == 1)).sum())
+        again = env.reset(seed=seed)
+        _expect(
+            np.allclose(again.observation, first_obs),
+            "reset(seed) twice with the same seed gave different observations",
+        )
+    finally:
+        if close:
+            env.close()
+    return counts
