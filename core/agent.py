@@ -12,6 +12,7 @@ from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
 from rlgear import registry
 from rlgear.config import RunConfig
+from rlgear.errors import CheckpointError
 from rlgear.spaces import Discrete, space_from_json
 from rlgear.timestep import StepType, TimeStep
 
@@ -76,5 +77,8 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy
     policy = policy_cls(
         space_from_json(metadata["observation_space"]), space_from_json(metadata["action_space"]), config
     )
-    policy.set_weights(load_weights(folder))
+    try:
+        policy.set_weights(load_weights(folder))
+    except ValueError as err:
+        raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
     return LoadedPolicy(policy, config)

@@ -62,7 +62,7 @@ def write(
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        contiguous = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+        contiguous = {k: np.asarray(v, order="C") for k, v in arrays.items()}  # keeps 0-d arrays 0-d
         save_file(contiguous, str(tmp / ARRAYS_FILE))
         _write_json(tmp / STATE_FILE, state)
         (tmp / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
@@ -71,7 +71,11 @@ def write(
         if path.exists():
             old = path.parent / f".{path.name}.old-{os.getpid()}"
             os.rename(path, old)
-            os.rename(tmp, path)
+            try:
+                os.rename(tmp, path)
+            except BaseException:
+                os.rename(old, path)  # put the existing checkpoint back
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, path)
@@ -111,8 +115,8 @@ def read(
         config = yaml.safe_load((path / CONFIG_FILE).read_text())
     except CheckpointError:
         raise
-    except (OSError, ValueError, yaml.YAMLError) as err:
-        raise CheckpointError(f"{path}: damaged checkpoint: {err}") from err
+    except Exception as err:  # OSError, JSON/YAML errors, safetensors' own SafetensorError
+        raise CheckpointError(f"{path}: damaged checkpoint: {type(err).__name__}: {err}") from err
     return arrays, state, config, metadata
 
 

@@ -78,7 +78,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     adapter = registry.load_env_adapter(config.env.adapter)
     evaluator = Evaluator(config, policy_cls, adapter)
     try:
-        evaluator.set_weights(load_weights(folder))
+        try:
+            evaluator.set_weights(load_weights(folder))
+        except ValueError as err:
+            raise RLGearError(f"{folder}: the checkpoint does not fit the config: {err}") from err
         episodes = evaluator.evaluate(args.episodes, explore=args.explore)
     finally:
         evaluator.stop()
@@ -94,6 +97,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from rlgear import registry
@@ -131,7 +135,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     console.print(matrix)
     failures = [r for items in reports.values() for r in items if r.error]
     for report in failures:
-        console.print(f"[red]load error[/red] {report.error}", markup=True, highlight=False)
+        console.print(f"[red]load error[/red] {escape(report.error)}", highlight=False)
     return 0
 
 

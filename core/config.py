@@ -26,7 +26,7 @@ from typing import Any, Literal
 import yaml
 
 from rlgear.errors import ConfigError, did_you_mean
-from rlgear.schema import build, doc
+from rlgear.schema import build, doc, is_search_space
 
 
 @dataclass
@@ -207,6 +207,14 @@ def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)
 
 
+#: Keys every result has (DESIGN.md); ``stop`` may also name ``learner/*``,
+#: ``evaluation/*`` and ``custom_metrics/*`` keys.
+RESULT_KEYS = (
+    "training_iteration", "timesteps_total", "timesteps_this_iter", "time_this_iter_s",
+    "time_total_s", "episodes_this_iter", "episodes_total", "episode_return_mean",
+    "episode_return_min", "episode_return_max", "episode_len_mean", "env_steps_per_s",
+)  # fmt: skip
+
 TOP_LEVEL_KEYS = (
     "algorithm", "backend", "env", "model", "training", "workers",
     "stop", "checkpoint", "logging", "seed", "tune",
@@ -277,7 +285,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> tuple[dic
 def _failer(source: str, origins: Mapping[str, str]):
     def fail(path: str, message: str) -> ConfigError:
         for key, text in origins.items():
-            if path == key or path.startswith(key + ".") or key.startswith(path + "."):
+            inside = path.startswith((key + ".", key + "["))
+            if path == key or inside or key.startswith(path + "."):
                 return ConfigError(f"--set {text}: {path}: {message}")
         return ConfigError(f"{source}: {path}: {message}")
 
@@ -336,8 +345,12 @@ def resolve(
         sections["stop"] = build_stop(raw["stop"], fail)
     if "seed" in raw:
         seed = raw["seed"]
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise fail("seed", f"expected an integer or null, got {seed!r}")
+        if is_search_space(seed):
+            raise fail(
+                "seed", "search spaces are expanded by 'rlgear tune'; 'rlgear train' needs a single seed"
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise fail("seed", f"expected a non-negative integer or null, got {seed!r}")
         sections["seed"] = seed
     config = RunConfig(source=source, **sections)
     check_ranges(config, fail)
@@ -351,6 +364,16 @@ def build_stop(value: Any, fail) -> dict[str, float]:
         raise fail("stop", f"expected a mapping of result keys to thresholds, got {value!r}")
     out = {}
     for key, threshold in value.items():
+        if is_search_space(threshold):
+            raise fail(
+                f"stop.{key}", "search spaces are expanded by 'rlgear tune'; 'rlgear train' needs a number"
+            )
+        if str(key) not in RESULT_KEYS and "/" not in str(key):
+            raise fail(
+                f"stop.{key}",
+                f"not a result key{did_you_mean(str(key), RESULT_KEYS)} "
+                f"(result keys: {', '.join(RESULT_KEYS)}, learner/*, evaluation/*, custom_metrics/*)",
+            )
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise fail(f"stop.{key}", f"expected a number (the threshold), got {threshold!r}")
         out[str(key)] = threshold
@@ -367,6 +390,14 @@ def check_ranges(config: RunConfig, fail) -> None:
         "training.train_batch_size": config.training.train_batch_size,
         "training.metrics_window": config.training.metrics_window,
     }
+    training = config.training
+    positive["training.lr"] = training.lr
+    positive["training.adam_epsilon"] = training.adam_epsilon
+    positive["training.evaluation_episodes"] = training.evaluation_episodes
+    for i, size in enumerate(config.model.hidden_sizes):
+        positive[f"model.hidden_sizes[{i}]"] = size
+    if training.grad_clip is not None:
+        positive["training.grad_clip"] = training.grad_clip
     if w.rollout_fragment_length != "auto":
         positive["workers.rollout_fragment_length"] = w.rollout_fragment_length
     if w.horizon is not None:
@@ -374,8 +405,15 @@ def check_ranges(config: RunConfig, fail) -> None:
     for path, value in positive.items():
         if value <= 0:
             raise fail(path, f"expected a positive number, got {value}")
-    if w.num_workers < 0:
-        raise fail("workers.num_workers", f"expected 0 or more, got {w.num_workers}")
+    non_negative = {
+        "workers.num_workers": w.num_workers,
+        "training.evaluation_interval": training.evaluation_interval,
+        "training.min_time_s_per_iteration": training.min_time_s_per_iteration,
+        "training.min_env_steps_per_iteration": training.min_env_steps_per_iteration,
+    }
+    for path, value in non_negative.items():
+        if value < 0:
+            raise fail(path, f"expected 0 or more, got {value}")
     if w.num_workers > 0:
         raise fail(
             "workers.num_workers",
@@ -392,6 +430,10 @@ def check_ranges(config: RunConfig, fail) -> None:
         for i, point in enumerate(config.training.lr_schedule):
             if len(point) != 2:
                 raise fail(f"training.lr_schedule[{i}]", f"expected [timestep, lr], got {point}")
+            if point[1] < 0:
+                raise fail(
+                    f"training.lr_schedule[{i}]", f"the learning rate must not be negative, got {point[1]}"
+                )
     if hasattr(config.training, "check"):
         config.training.check(fail)
 

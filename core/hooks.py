@@ -2,18 +2,47 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 import pluggy
 
 from rlgear import hookspecs
-from rlgear.registry import HOOKS_GROUP
+from rlgear.errors import PluginError, did_you_mean
+from rlgear.registry import HOOKS_GROUP, describe_load_error
 
 hookimpl = pluggy.HookimplMarker("rlgear")
 
 AUTOLOAD_ENV_VAR = "RLGEAR_DISABLE_PLUGIN_AUTOLOAD"
+HOOK_NAMES = sorted(name for name in dir(hookspecs) if name.startswith("on_"))
+
+
+def _load_entry_point_hooks(manager: pluggy.PluginManager) -> None:
+    """Register every ``rlgear.hooks`` entry point; one that fails to import is skipped, with a warning."""
+    for ep in importlib.metadata.entry_points(group=HOOKS_GROUP):
+        if manager.get_plugin(ep.name) is not None or manager.is_blocked(ep.name):
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as err:
+            message = describe_load_error("hook plugin", ep.name, ep.value, err)
+            print(f"rlgear: warning: {message}; the other plugins still run", file=sys.stderr)
+            continue
+        _register(manager, plugin, ep.name)
+
+
+def _register(manager: pluggy.PluginManager, plugin: Any, name: str | None = None) -> None:
+    # A misspelt hook would silently never run: refuse it, naming the closest hook.
+    for attr in dir(plugin):
+        if attr.startswith("on_") and attr not in HOOK_NAMES and manager.parse_hookimpl_opts(plugin, attr):
+            label = name or type(plugin).__name__
+            raise PluginError(
+                f"hook plugin '{label}' implements unknown hook '{attr}'{did_you_mean(attr, HOOK_NAMES)}"
+            )
+    manager.register(plugin, name=name)
 
 
 def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = None) -> pluggy.PluginManager:
@@ -26,9 +55,12 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     if autoload is None:
         autoload = not os.environ.get(AUTOLOAD_ENV_VAR)
     if autoload:
-        manager.load_setuptools_entrypoints(HOOKS_GROUP)
+        _load_entry_point_hooks(manager)
     for plugin in plugins:
-        if manager.is_registered(plugin):
-            continue
-        manager.register(plugin)
+        if not manager.is_registered(plugin):
+            _register(manager, plugin)
+    try:
+        manager.check_pending()
+    except pluggy.PluginValidationError as err:
+        raise PluginError(f"hook plugin: {err}") from err
     return manager

@@ -12,6 +12,7 @@ details). Errors are written for the user:
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
@@ -163,7 +164,9 @@ def load_scheduler(name: str):
 
     cls = load("scheduler", name)
     if not (isinstance(cls, type) and issubclass(cls, TrialScheduler)):
-        raise PluginError(f"scheduler '{name}' must resolve to a subclass of rlgear.TrialScheduler")
+        raise PluginError(
+            f"scheduler '{name}' must resolve to a subclass of rlgear.TrialScheduler, got {cls!r}"
+        )
     return cls
 
 
@@ -176,24 +179,62 @@ class PluginReport:
     error: str | None = None
 
 
+def available_hooks() -> list[PluginInfo]:
+    """Installed ``rlgear.hooks`` plugins, from metadata."""
+    out = []
+    for ep in importlib.metadata.entry_points(group=HOOKS_GROUP):
+        dist = getattr(ep, "dist", None)
+        out.append(
+            PluginInfo(
+                "hook",
+                ep.name,
+                ep.value,
+                dist.metadata["Name"] if dist else "?",
+                dist.version if dist else "?",
+            )
+        )
+    return sorted(out, key=lambda p: p.name)
+
+
 def inspect_all() -> dict[str, list[PluginReport]]:
-    """Import every installed plugin, collecting failures instead of raising."""
+    """Import every installed plugin and check its type, collecting failures instead of raising."""
+    loaders = {
+        "algorithm": load_algorithm,
+        "env": load_env_adapter,
+        "backend": load_backend,
+        "scheduler": load_scheduler,
+    }
     out: dict[str, list[PluginReport]] = {}
-    for kind in GROUPS:
+    for kind, loader in loaders.items():
         reports = []
         for info in available(kind):
             try:
-                reports.append(PluginReport(info, obj=load(kind, info.name)))
+                reports.append(PluginReport(info, obj=loader(info.name)))
             except PluginError as err:
                 reports.append(PluginReport(info, error=str(err)))
         out[kind] = reports
+    hooks = []
+    for info in available_hooks():
+        try:
+            module_name, _, attr = info.target.partition(":")
+            hooks.append(
+                PluginReport(
+                    info,
+                    obj=resolve_object(info.target, f"hook plugin '{info.name}'")
+                    if attr
+                    else importlib.import_module(module_name),
+                )
+            )
+        except Exception as err:
+            hooks.append(
+                PluginReport(info, error=describe_load_error("hook plugin", info.name, info.target, err))
+            )
+    out["hook"] = hooks
     return out
 
 
 def resolve_object(spec: str, what: str) -> Any:
     """Import ``'module:attr'`` (a user's custom model, env class or function)."""
-    import importlib
-
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise PluginError(f"{what}: expected 'module:Name', got '{spec}'")

@@ -27,27 +27,12 @@ from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
 from rlgear import registry
 from rlgear.config import RunConfig
-from rlgear.errors import CheckpointError, ConfigError, did_you_mean
+from rlgear.errors import CheckpointError, ConfigError
 from rlgear.logger import ResultLogger
 from rlgear.progress import Progress, summary_line
 
-RESULT_KEYS = (
-    "training_iteration", "timesteps_total", "timesteps_this_iter", "time_this_iter_s",
-    "time_total_s", "episodes_this_iter", "episodes_total", "episode_return_mean",
-    "episode_return_min", "episode_return_max", "episode_len_mean", "env_steps_per_s",
-)  # fmt: skip
 # Sections a resumed run may change (how long to run, how to save and log).
 RESUMABLE_CHANGES = ("stop", "checkpoint", "logging")
-
-
-def check_stop_keys(config: RunConfig) -> None:
-    for key in config.stop:
-        if key in RESULT_KEYS or "/" in key:
-            continue
-        raise ConfigError(
-            f"{config.source}: stop.{key}: not a result key{did_you_mean(key, RESULT_KEYS)} "
-            f"(result keys: {', '.join(RESULT_KEYS)}, learner/*, custom_metrics/*)"
-        )
 
 
 def should_stop(result: dict[str, Any], stop: dict[str, float]) -> str | None:
@@ -129,7 +114,6 @@ def run(
     progress: str | None = None,
 ) -> dict[str, Any]:
     """Train until a stop criterion is met (or Ctrl-C); return the last result."""
-    check_stop_keys(config)
     if resume is not None:
         run_dir = Path(resume)
         config = check_resume_config(config, run_dir)

@@ -62,12 +62,19 @@ def type_name(tp: Any) -> str:
         return " or ".join(type_name(a) for a in get_args(tp))
     if origin is list:
         (item,) = get_args(tp) or (Any,)
-        return f"a list of {type_name(item).removeprefix('a ').removeprefix('an ')}s"
+        return f"a list of {_plural(type_name(item))}"
     if origin is dict or tp is dict:
         return "a mapping"
     if dataclasses.is_dataclass(tp):
         return "a mapping"
     return getattr(tp, "__name__", str(tp))
+
+
+def _plural(name: str) -> str:
+    """'an integer' -> 'integers', 'a list of numbers' -> 'lists of numbers'."""
+    name = name.removeprefix("a ").removeprefix("an ")
+    head, sep, tail = name.partition(" of ")
+    return f"{head}s{sep}{tail}" if sep else f"{name}s"
 
 
 class _Mismatch(Exception):

@@ -309,21 +309,26 @@ class Trainer:
         ):
             if space_from_json(metadata[key]) != space:
                 raise CheckpointError(f"{path}: the checkpoint's {key} differs from the env's ({space})")
-        if metadata.get("backend") == self.config.backend:
-            policy_arrays = {
-                k.removeprefix("policy/"): v for k, v in arrays.items() if k.startswith("policy/")
-            }
-            self.policy.set_state(PolicyState(policy_arrays, state["policy_meta"]))
+        same_backend = metadata.get("backend") == self.config.backend
+        try:
+            if same_backend:
+                policy_arrays = {
+                    k.removeprefix("policy/"): v for k, v in arrays.items() if k.startswith("policy/")
+                }
+                self.policy.set_state(PolicyState(policy_arrays, state["policy_meta"]))
+            else:  # another backend: weights are portable, optimizer state is not
+                prefix = "policy/weights/"
+                self.policy.set_weights(
+                    {k.removeprefix(prefix): v for k, v in arrays.items() if k.startswith(prefix)}
+                )
+        except ValueError as err:  # the policy checks everything before it changes anything
+            raise CheckpointError(
+                f"{path}: the checkpoint does not fit this trainer's config: {err}"
+            ) from err
+        if same_backend:
             self.backend.set_rng_state(
                 {k.removeprefix("rng/"): v for k, v in arrays.items() if k.startswith("rng/")}
             )
-        else:  # another backend: weights are portable, optimizer state is not
-            weights = {
-                k.removeprefix("policy/weights/"): v
-                for k, v in arrays.items()
-                if k.startswith("policy/weights/")
-            }
-            self.policy.set_weights(weights)
         counters = state["counters"]
         self.iteration = int(counters["training_iteration"])
         self.timesteps_total = int(counters["timesteps_total"])

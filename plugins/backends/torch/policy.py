@@ -162,30 +162,38 @@ class TorchPolicy(Policy):
         out = {}
         for name, param in self.model.named_parameters():
             value = param.detach().numpy()
-            if name.endswith("weight") and value.ndim == 2 and self._weight_names[name].endswith("kernel"):
+            if self._is_kernel(name) and value.ndim == 2:
                 value = value.T  # torch Linear stores [out, in]; neutral kernels are [in, out]
             out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         return out
 
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+    def _is_kernel(self, name: str) -> bool:
+        return name.endswith("weight") and self._weight_names[name].endswith("kernel")
+
+    def _torch_layout(self, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Check every weight against the model (neutral layout), then convert; nothing is changed here."""
         missing = [n for n in self._weight_names.values() if n not in weights]
         if missing:
             raise ValueError(f"weights are missing {missing}; they do not fit this model")
+        out = {}
+        for name, param in self.model.named_parameters():
+            neutral = self._weight_names[name]
+            value = np.asarray(weights[neutral])
+            expected = (
+                tuple(param.shape)[::-1] if self._is_kernel(name) and param.ndim == 2 else tuple(param.shape)
+            )
+            if tuple(value.shape) != expected:
+                raise ValueError(
+                    f"weight '{neutral}' has shape {tuple(value.shape)}, the model expects {expected}"
+                )
+            out[name] = value.T if self._is_kernel(name) and value.ndim == 2 else value
+        return out
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        converted = self._torch_layout(weights)  # all checks first: a bad dict changes nothing
         with torch.no_grad():
             for name, param in self.model.named_parameters():
-                value = np.asarray(weights[self._weight_names[name]])
-                if (
-                    name.endswith("weight")
-                    and value.ndim == 2
-                    and self._weight_names[name].endswith("kernel")
-                ):
-                    value = value.T
-                if tuple(value.shape) != tuple(param.shape):
-                    raise ValueError(
-                        f"weight '{self._weight_names[name]}' has shape {tuple(value.shape)}, "
-                        f"the model expects {tuple(param.shape)}"
-                    )
-                param.copy_(torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32)))
+                param.copy_(torch.from_numpy(np.ascontiguousarray(converted[name], dtype=np.float32)))
         self.weights_version += 1
 
     def get_state(self) -> PolicyState:
@@ -204,6 +212,12 @@ class TorchPolicy(Policy):
 
     def set_state(self, state: PolicyState) -> None:
         weights = {k.removeprefix("weights/"): v for k, v in state.arrays.items() if k.startswith("weights/")}
+        self._torch_layout(weights)  # check before changing anything
+        optimizer_meta = state.meta.get("optimizer")
+        if optimizer_meta is not None and optimizer_meta.get("type") != type(self.optimizer).__name__:
+            raise ValueError(
+                f"optimizer state of {optimizer_meta.get('type')}, this policy uses {type(self.optimizer).__name__}"
+            )
         self.set_weights(weights)
         if "optimizer" in state.meta:
             arrays = {

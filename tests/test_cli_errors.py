@@ -1,0 +1,197 @@
+"""User errors at the command line: one line, exit status 2, no traceback, no run folder.
+
+Each case runs ``python -m rlgear ...`` in a subprocess, as a user would, and
+checks the contract of ``rlgear.cli``: an error that is the user's to fix
+prints exactly one line ``rlgear: error: ...`` on stderr that says where (file,
+``--set``, folder) and what (key path, name), exits with status 2, shows no
+traceback, and leaves nothing behind under ``logging.dir``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlgear
+
+VALID = "algorithm: ppo\nenv:\n  name: CartPole-v1\n"
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "RLGEAR_DISABLE_PLUGIN_AUTOLOAD"}
+    env["RLGEAR_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only rlgear's own plugins matter here
+    return subprocess.run(
+        [sys.executable, "-m", "rlgear", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def config_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def folder(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def train(tmp_path: Path, text: str | None, *extra: str) -> list[str]:
+    path = config_file(tmp_path, text) if text is not None else tmp_path / "missing.yaml"
+    return ["train", str(path), "--set", f"logging.dir={tmp_path / 'runs'}", *extra]
+
+
+# case name -> (command line, texts its error line must contain), built in a temp folder
+CASES = {
+    "unknown-algorithm": lambda p: (
+        train(p, "algorithm: ppoo\nenv: {name: CartPole-v1}\n"),
+        ["unknown algorithm 'ppoo'", "did you mean 'ppo'", "installed algorithms: ", "ppo"],
+    ),
+    "unknown-key": lambda p: (
+        train(p, VALID + "training:\n  lrr: 0.001\n"),
+        [f"{p / 'run.yaml'}: training.lrr: unknown key", "did you mean 'lr'"],
+    ),
+    "unknown-top-level-key": lambda p: (
+        train(p, VALID + "trainig:\n  lr: 0.001\n"),
+        [f"{p / 'run.yaml'}: trainig: unknown key", "did you mean 'training'"],
+    ),
+    "wrong-type": lambda p: (
+        train(p, VALID + "training:\n  lr: fast\n"),
+        [f"{p / 'run.yaml'}: training.lr: expected a number, got 'fast' (str)"],
+    ),
+    "wrong-choice": lambda p: (
+        train(p, VALID + "workers:\n  batch_mode: complete_episode\n"),
+        [f"{p / 'run.yaml'}: workers.batch_mode:", "did you mean 'complete_episodes'"],
+    ),
+    "missing-env-name": lambda p: (
+        train(p, "algorithm: ppo\nenv:\n  adapter: gymnasium\n"),
+        [f"{p / 'run.yaml'}: env.name: missing required key"],
+    ),
+    "malformed-yaml": lambda p: (
+        train(p, "algorithm: ppo\nenv: {name: CartPole-v1}\ntraining:\n  lr: 0.1\n   gamma: 0.9\n"),
+        [f"{p / 'run.yaml'}:5:9: malformed YAML"],
+    ),
+    "not-a-mapping": lambda p: (
+        train(p, "- algorithm: ppo\n"),
+        [f"{p / 'run.yaml'}: expected a mapping of config keys, got list"],
+    ),
+    "missing-config-file": lambda p: (
+        train(p, None),
+        [f"{p / 'missing.yaml'}: no such config file"],
+    ),
+    "search-space-in-train": lambda p: (
+        train(p, VALID + "training:\n  lr: {grid_search: [0.001, 0.0001]}\n"),
+        [f"{p / 'run.yaml'}: training.lr:", "rlgear tune"],
+    ),
+    "out-of-range": lambda p: (
+        train(p, VALID + "workers:\n  num_envs_per_worker: 0\n"),
+        [f"{p / 'run.yaml'}: workers.num_envs_per_worker: expected a positive number, got 0"],
+    ),
+    "unknown-stop-key": lambda p: (
+        train(p, VALID + "stop:\n  timestep_total: 1000\n"),
+        [f"{p / 'run.yaml'}: stop.timestep_total: not a result key", "did you mean 'timesteps_total'"],
+    ),
+    "unknown-set-key": lambda p: (
+        train(p, VALID, "--set", "training.lrr=0.1"),
+        ["--set training.lrr=0.1: training.lrr: unknown key", "did you mean 'lr'"],
+    ),
+    "wrong-type-set": lambda p: (
+        train(p, VALID + "training:\n  lr: 0.1\n", "--set", "training.lr=fast"),
+        ["--set training.lr=fast: training.lr: expected a number, got 'fast' (str)"],
+    ),
+    "malformed-set": lambda p: (
+        train(p, VALID, "--set", "training.lr"),
+        ["--set training.lr: expected KEY.PATH=VALUE"],
+    ),
+    "unknown-stop-key-set": lambda p: (
+        train(p, VALID, "--set", "stop.timestep_total=1000"),
+        ["--set stop.timestep_total=1000: stop.timestep_total: not a result key"],
+    ),
+    "unsupported-backend": lambda p: (
+        train(p, VALID + "backend: tf\n"),
+        ["algorithm 'ppo' does not support backend 'tf'", "supported: torch"],
+    ),
+    "resume-not-a-run": lambda p: (
+        train(p, VALID, "--resume", str(folder(p / "not-a-run"))),
+        [f"--resume {p / 'not-a-run'}: not a run folder"],
+    ),
+    "resume-missing-folder": lambda p: (
+        train(p, VALID, "--resume", str(p / "no-such-run")),
+        [f"{p / 'no-such-run'}"],
+    ),
+    "evaluate-missing-path": lambda p: (
+        ["evaluate", str(p / "no-such-checkpoint")],
+        [f"{p / 'no-such-checkpoint'}: no such checkpoint or run folder"],
+    ),
+    "evaluate-folder-without-checkpoint": lambda p: (
+        ["evaluate", str(folder(p / "empty"))],
+        [f"{p / 'empty'}: no complete checkpoint found here"],
+    ),
+    "evaluate-zero-episodes": lambda p: (
+        ["evaluate", str(p), "--episodes", "0"],
+        ["--episodes: expected a positive number, got 0"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_user_error_is_one_line_with_exit_status_2_and_no_traceback(case, tmp_path):
+    args, expected = CASES[case](tmp_path)
+    out = run_cli(*args)
+    assert "Traceback" not in out.stdout + out.stderr, out.stderr[-3000:]
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    (line,) = lines
+    assert line.startswith("rlgear: error: ")
+    for text in expected:
+        assert text in line
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_debug_flag_shows_the_traceback_of_a_user_error(tmp_path):
+    out = run_cli("--debug", "train", str(tmp_path / "missing.yaml"))
+    assert out.returncode != 0
+    assert "Traceback" in out.stderr
+    assert "ConfigError" in out.stderr
+    assert "no such config file" in out.stderr
+
+
+def test_version_prints_the_package_version():
+    out = run_cli("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"rlgear {rlgear.__version__}"
+
+
+def test_help_lists_the_commands():
+    out = run_cli("--help")
+    assert out.returncode == 0
+    for command in ("train", "evaluate", "plugins"):
+        assert command in out.stdout
+    assert out.stderr == ""
+
+
+def test_train_help_documents_set_and_resume():
+    out = run_cli("train", "--help")
+    assert out.returncode == 0
+    assert "--set" in out.stdout and "KEY.PATH=VALUE" in out.stdout
+    assert "--resume" in out.stdout
+
+
+def test_no_command_shows_usage_and_exits_with_status_2():
+    out = run_cli()
+    assert out.returncode == 2
+    assert "usage: rlgear" in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_unknown_command_is_a_usage_error():
+    out = run_cli("trian", "run.yaml")
+    assert out.returncode == 2
+    assert "invalid choice: 'trian'" in out.stderr
+    assert "Traceback" not in out.stderr
