@@ -157,7 +157,11 @@ def test_bad_env_kwargs_are_a_config_error():
 
 @pytest.mark.parametrize(
     ("name", "kwargs", "horizon"),
-    [("CartPole-v1", {}, None), ("Pendulum-v1", {}, 30), ("tests.test_gymnasium_timesteps:ScriptedEnv", {}, None)],
+    [
+        ("CartPole-v1", {}, None),
+        ("Pendulum-v1", {}, 30),
+        ("tests.test_gymnasium_timesteps:ScriptedEnv", {}, None),
+    ],
 )
 def test_gymnasium_adapter_passes_the_vector_env_contract_check(name, kwargs, horizon):
     from rlgear.testing import check_vector_env

@@ -166,17 +166,13 @@ def test_minibatches_without_rng_are_consecutive():
     assert [mb["a"].tolist() for mb in mbs] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
-@pytest.mark.parametrize(
-    ("n", "size", "expected"), [(10, 3, [3, 3, 3, 1]), (12, 4, [4, 4, 4]), (2, 5, [2])]
-)
+@pytest.mark.parametrize(("n", "size", "expected"), [(10, 3, [3, 3, 3, 1]), (12, 4, [4, 4, 4]), (2, 5, [2])])
 def test_minibatch_sizes_include_a_smaller_last_one(n, size, expected):
     mbs = make_batch(n).minibatches(size, rng=np.random.default_rng(0))
     assert [len(mb) for mb in mbs] == expected
 
 
-@pytest.mark.parametrize(
-    ("n", "size", "expected"), [(10, 3, [3, 3, 3]), (12, 4, [4, 4, 4]), (2, 5, [])]
-)
+@pytest.mark.parametrize(("n", "size", "expected"), [(10, 3, [3, 3, 3]), (12, 4, [4, 4, 4]), (2, 5, [])])
 def test_minibatches_drop_last_drops_the_short_one(n, size, expected):
     mbs = list(make_batch(n).minibatches(size, rng=np.random.default_rng(0), drop_last=True))
     assert [len(mb) for mb in mbs] == expected

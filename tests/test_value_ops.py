@@ -496,7 +496,5 @@ def test_fewer_than_two_time_steps_raise_value_error_batch_major(fn):
 @pytest.mark.parametrize("fn", FUNCS)
 def test_single_env_batch_major_is_accepted(fn):
     shape = (1, 6)  # B=1 env, T=6 steps: a valid input
-    out = fn(
-        np.ones(shape), np.zeros(shape), np.full(shape, MID), np.full(shape, 0.5), time_major=False
-    )
+    out = fn(np.ones(shape), np.zeros(shape), np.full(shape, MID), np.full(shape, 0.5), time_major=False)
     assert out.shape == (1, 5)
