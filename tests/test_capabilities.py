@@ -1,0 +1,46 @@
+"""Algorithms declare what they support; an unsupported pairing fails before any training."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlgear import config as config_mod
+from rlgear import registry
+from rlgear.errors import UnsupportedError
+from rlgear.plugins.algorithms.ppo import PPO
+from tests.conftest import small_config
+
+
+class DiscreteOnlyPPO(PPO):
+    name = "discrete_only_ppo"
+    action_spaces = frozenset({"discrete"})
+
+
+def test_ppo_declares_discrete_and_continuous_actions_on_torch():
+    caps = registry.load_algorithm("ppo").capabilities()
+    assert caps == {
+        "discrete": True,
+        "continuous": True,
+        "backends": ["torch"],
+        "multi_agent": False,
+        "recurrent": False,
+    }
+
+
+def test_continuous_env_with_a_discrete_only_algorithm_fails_before_training(tmp_path):
+    config = config_mod.resolve(small_config(tmp_path, env={"name": "Pendulum-v1"}))
+    with pytest.raises(UnsupportedError) as raised:
+        DiscreteOnlyPPO(config)
+    message = str(raised.value)
+    assert "does not support continuous actions" in message and "Pendulum-v1" in message
+    assert "\n" not in message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unsupported_backend_fails_before_any_env_is_built(tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr("rlgear.evaluator.Evaluator.__init__", lambda *a, **k: built.append(1))
+    config = config_mod.resolve(small_config(tmp_path, backend="jax"))
+    with pytest.raises(UnsupportedError, match="does not support backend 'jax' \\(supported: torch\\)"):
+        PPO(config)
+    assert built == []
