@@ -126,48 +126,43 @@ def load(kind: str, name: str) -> Any:
     return obj
 
 
-def load_algorithm(name: str):
-    """The Trainer subclass registered as algorithm ``name``."""
-    from rlgear.trainer import Trainer
+# kind -> (module, class) every plugin of that kind must subclass
+BASE_CLASSES = {
+    "algorithm": ("rlgear.trainer", "Trainer"),
+    "env": ("rlgear.env", "EnvAdapter"),
+    "backend": ("rlgear.backend", "Backend"),
+    "scheduler": ("rlgear.scheduler", "TrialScheduler"),
+}
 
-    cls = load("algorithm", name)
-    if not (isinstance(cls, type) and issubclass(cls, Trainer)):
+
+def load_typed(kind: str, name: str) -> type:
+    """``load`` plus a check that the plugin is a subclass of its kind's base class."""
+    module, base_name = BASE_CLASSES[kind]
+    base = getattr(importlib.import_module(module), base_name)
+    cls = load(kind, name)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
         raise PluginError(
-            f"algorithm '{name}' must resolve to a subclass of rlgear.Trainer, got {cls!r}; "
+            f"{kind} '{name}' must resolve to a subclass of rlgear.{base_name}, got {cls!r}; "
             "fix the entry point in the plugin's package metadata"
         )
     return cls
 
 
-def load_backend(name: str):
-    from rlgear.backend import Backend
+def load_algorithm(name: str):
+    """The Trainer subclass registered as algorithm ``name``."""
+    return load_typed("algorithm", name)
 
-    cls = load("backend", name)
-    if not (isinstance(cls, type) and issubclass(cls, Backend)):
-        raise PluginError(f"backend '{name}' must resolve to a subclass of rlgear.Backend, got {cls!r}")
-    return cls
+
+def load_backend(name: str):
+    return load_typed("backend", name)
 
 
 def load_env_adapter(name: str):
-    from rlgear.env import EnvAdapter
-
-    cls = load("env", name)
-    if not (isinstance(cls, type) and issubclass(cls, EnvAdapter)):
-        raise PluginError(
-            f"env adapter '{name}' must resolve to a subclass of rlgear.EnvAdapter, got {cls!r}"
-        )
-    return cls
+    return load_typed("env", name)
 
 
 def load_scheduler(name: str):
-    from rlgear.scheduler import TrialScheduler
-
-    cls = load("scheduler", name)
-    if not (isinstance(cls, type) and issubclass(cls, TrialScheduler)):
-        raise PluginError(
-            f"scheduler '{name}' must resolve to a subclass of rlgear.TrialScheduler, got {cls!r}"
-        )
-    return cls
+    return load_typed("scheduler", name)
 
 
 @dataclass
@@ -198,18 +193,12 @@ def available_hooks() -> list[PluginInfo]:
 
 def inspect_all() -> dict[str, list[PluginReport]]:
     """Import every installed plugin and check its type, collecting failures instead of raising."""
-    loaders = {
-        "algorithm": load_algorithm,
-        "env": load_env_adapter,
-        "backend": load_backend,
-        "scheduler": load_scheduler,
-    }
     out: dict[str, list[PluginReport]] = {}
-    for kind, loader in loaders.items():
+    for kind in GROUPS:
         reports = []
         for info in available(kind):
             try:
-                reports.append(PluginReport(info, obj=loader(info.name)))
+                reports.append(PluginReport(info, obj=load_typed(kind, info.name)))
             except PluginError as err:
                 reports.append(PluginReport(info, error=str(err)))
         out[kind] = reports
