@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rlgear.errors import ConfigError, did_you_mean
+from rlgear.errors import ConfigError, PluginError, did_you_mean
 from rlgear.schema import build, doc, is_search_space
 
 
@@ -323,7 +323,10 @@ def resolve(
     if training_class is None:
         from rlgear import registry
 
-        training_class = registry.load_algorithm(raw["algorithm"]).config_class
+        try:
+            training_class = registry.load_algorithm(raw["algorithm"]).config_class
+        except PluginError as err:  # name the file (or --set) and the key the user has to fix
+            raise PluginError(str(fail("algorithm", str(err)))) from err
     sections: dict[str, Any] = {
         "algorithm": raw["algorithm"],
         "env": build(EnvConfig, raw.get("env"), "env", fail),

@@ -29,6 +29,8 @@ from rlgear.timestep import StepType, TimeStep
 
 PostprocessFn = Callable[[SampleBatch, Any, Any], SampleBatch]
 
+_FIRST, _LAST = int(StepType.FIRST), int(StepType.LAST)  # plain ints: enum lookups cost in the hot loop
+
 # Env i of worker w is seeded with seed + WORKER_SEED_STRIDE * w + i.
 WORKER_SEED_STRIDE = 10_000
 
@@ -123,7 +125,7 @@ class Evaluator:
         return timestep
 
     def _track(self, ts: TimeStep) -> None:
-        first = ts.step_type == StepType.FIRST
+        first = ts.step_type == _FIRST
         if first.any():
             for i in np.flatnonzero(first):
                 self._episode_ids[i] = self._next_episode_id
@@ -140,7 +142,7 @@ class Evaluator:
         self._env_steps += int(moved.sum())
         self._episode_return += ts.reward
         self._episode_length += moved
-        last = ts.step_type == StepType.LAST
+        last = ts.step_type == _LAST
         if last.any():
             for i in np.flatnonzero(last):
                 episode = self._running.pop(int(i), None)

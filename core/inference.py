@@ -96,13 +96,16 @@ class NumpyActorCritic:
         head, values = self.forward(obs)
         if self.discrete:
             shifted = head - head.max(axis=-1, keepdims=True)
-            log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-            if explore:  # Gumbel-max sampling
-                gumbel = -np.log(-np.log(self.rng.random(log_probs.shape, dtype=np.float32) + 1e-20) + 1e-20)
-                actions = np.argmax(log_probs + gumbel, axis=-1)
+            exp = np.exp(shifted)
+            total = exp.sum(axis=-1, keepdims=True)
+            rows = np.arange(head.shape[0])
+            if explore:  # inverse-CDF sampling: one uniform per row
+                cdf = np.cumsum(exp, axis=-1)
+                u = self.rng.random(head.shape[0], dtype=np.float32)[:, None] * total
+                actions = np.minimum((cdf < u).sum(axis=-1), head.shape[1] - 1)
             else:
-                actions = np.argmax(log_probs, axis=-1)
-            logp = np.take_along_axis(log_probs, actions[:, None], axis=-1)[:, 0]
+                actions = np.argmax(head, axis=-1)
+            logp = shifted[rows, actions] - np.log(total[:, 0])
             return actions.astype(np.int64), logp.astype(np.float32), values
         std = np.exp(self.log_std)
         if explore:

@@ -454,9 +454,8 @@ def test_training_an_algorithm_that_is_not_a_trainer_is_a_one_line_error(wrongpl
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.splitlines()
-    assert line.startswith(
-        "rlgear: error: algorithm 'notatrainer' must resolve to a subclass of rlgear.Trainer"
-    )
+    assert line.startswith(f"rlgear: error: {config}: algorithm: ")
+    assert "algorithm 'notatrainer' must resolve to a subclass of rlgear.Trainer" in line
 
 
 HOOK_SCRIPT = """

@@ -66,6 +66,9 @@ def _check_name(name: str) -> None:
         )
 
 
+_FIRST = int(StepType.FIRST)
+
+
 class GymnasiumVectorEnv(VectorEnv):
     """A gymnasium vector env emitting rlgear TimeSteps."""
 
@@ -97,13 +100,15 @@ class GymnasiumVectorEnv(VectorEnv):
         obs, reward, terminated, truncated, _ = self.env.step(actions)
         first = self._prev_last
         ended = (terminated | truncated) & ~first
-        step_type = np.where(first, StepType.FIRST, np.where(ended, StepType.LAST, StepType.MID)).astype(
-            np.int32
-        )
-        discount = np.where(terminated & ended, 0.0, 1.0).astype(np.float32)
-        reward = np.where(first, 0.0, reward).astype(np.float32)
+        # MID=1, LAST=2, FIRST=0: built arithmetically (np.where on enums is slow in this hot path)
+        step_type = (1 + ended).astype(np.int32)
+        discount = (~(terminated & ended)).astype(np.float32)
+        reward = np.asarray(reward, dtype=np.float32)
         prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
         if first.any():
+            step_type[first] = _FIRST
+            reward = reward.copy()
+            reward[first] = 0.0
             prev_action[first] = 0
         self._prev_last = ended
         return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids)
