@@ -40,6 +40,13 @@ ACTIVATIONS = {
 }
 
 
+def _block_diagonal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.zeros((a.shape[0] + b.shape[0], a.shape[1] + b.shape[1]), dtype=np.float32)
+    out[: a.shape[0], : a.shape[1]] = a
+    out[a.shape[0] :, a.shape[1] :] = b
+    return out
+
+
 class NumpyActorCritic:
     """Forward pass, sampling and log-probabilities of the catalog actor-critic MLP."""
 
@@ -58,54 +65,68 @@ class NumpyActorCritic:
         self.activation = ACTIVATIONS[activation]
         self.shared = shared
         self.rng = np.random.default_rng(seed)
-        self.layers: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.layers: list[tuple[np.ndarray, np.ndarray]] = []
         self.version = -1
+        self._row_index = np.arange(0)
 
     def load(self, weights: dict[str, np.ndarray], version: int) -> None:
+        """Take new weights. Separate policy and value MLPs are fused into one wider MLP
+        (side-by-side first layer, block-diagonal deeper layers and heads), so a forward
+        pass is one matmul per layer: with a handful of observations the cost is the
+        number of numpy calls, not the arithmetic."""
+
         def dense(prefix: str) -> tuple[np.ndarray, np.ndarray]:
             return (
-                np.ascontiguousarray(weights[f"{prefix}/kernel"], dtype=np.float32),
-                np.ascontiguousarray(weights[f"{prefix}/bias"], dtype=np.float32),
+                np.asarray(weights[f"{prefix}/kernel"], dtype=np.float32),
+                np.asarray(weights[f"{prefix}/bias"], dtype=np.float32),
             )
 
-        bodies = ["shared"] if self.shared else ["policy", "value"]
-        self.layers = {b: [dense(f"{b}/hidden_{i}") for i in range(self.hidden_layers)] for b in bodies}
-        self.policy_head = dense("policy/output")
-        self.value_head = dense("value/output")
+        policy_head, value_head = dense("policy/output"), dense("value/output")
+        self.num_head_outputs = policy_head[0].shape[1]
+        layers = []
+        if self.shared:
+            layers = [dense(f"shared/hidden_{i}") for i in range(self.hidden_layers)]
+            head_kernel = np.concatenate([policy_head[0], value_head[0]], axis=1)
+            head_bias = np.concatenate([policy_head[1], value_head[1]])
+        else:
+            for i in range(self.hidden_layers):
+                (kp, bp), (kv, bv) = dense(f"policy/hidden_{i}"), dense(f"value/hidden_{i}")
+                kernel = np.concatenate([kp, kv], axis=1) if i == 0 else _block_diagonal(kp, kv)
+                layers.append((kernel, np.concatenate([bp, bv])))
+            head_kernel = _block_diagonal(policy_head[0], value_head[0])
+            head_bias = np.concatenate([policy_head[1], value_head[1]])
+        self.layers = [(np.ascontiguousarray(k), b) for k, b in layers]
+        self.head = (np.ascontiguousarray(head_kernel), head_bias)
         self.log_std = None if self.discrete else np.asarray(weights["policy/log_std"], dtype=np.float32)
         self.version = version
 
-    def _body(self, name: str, x: np.ndarray) -> np.ndarray:
-        for kernel, bias in self.layers[name]:
-            x = self.activation(x @ kernel + bias)
-        return x
-
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(policy head output, values)`` for flat float32 observations ``[B, F]``."""
-        if self.shared:
-            hidden = self._body("shared", obs)
-            policy_hidden = value_hidden = hidden
-        else:
-            policy_hidden, value_hidden = self._body("policy", obs), self._body("value", obs)
-        head = policy_hidden @ self.policy_head[0] + self.policy_head[1]
-        values = (value_hidden @ self.value_head[0] + self.value_head[1])[:, 0]
-        return head, values
+        x = obs
+        for kernel, bias in self.layers:
+            x = self.activation(x @ kernel + bias)
+        out = x @ self.head[0] + self.head[1]
+        return out[:, : self.num_head_outputs], out[:, self.num_head_outputs]
+
+    def _rows(self, n: int) -> np.ndarray:
+        if self._row_index.shape[0] != n:
+            self._row_index = np.arange(n)
+        return self._row_index
 
     def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(actions, action_logp, values)``, as the framework's distributions would give."""
         head, values = self.forward(obs)
         if self.discrete:
             shifted = head - head.max(axis=-1, keepdims=True)
-            exp = np.exp(shifted)
-            total = exp.sum(axis=-1, keepdims=True)
-            rows = np.arange(head.shape[0])
-            if explore:  # inverse-CDF sampling: one uniform per row
-                cdf = np.cumsum(exp, axis=-1)
-                u = self.rng.random(head.shape[0], dtype=np.float32)[:, None] * total
-                actions = np.minimum((cdf < u).sum(axis=-1), head.shape[1] - 1)
+            cdf = np.exp(shifted).cumsum(axis=-1)
+            total = cdf[:, -1]
+            rows = self._rows(head.shape[0])
+            if explore:  # inverse-CDF sampling: u < total, so the index stays below n
+                u = self.rng.random(head.shape[0], dtype=np.float32) * total
+                actions = (cdf < u[:, None]).sum(axis=-1)
             else:
                 actions = np.argmax(head, axis=-1)
-            logp = shifted[rows, actions] - np.log(total[:, 0])
+            logp = shifted[rows, actions] - np.log(total)
             return actions.astype(np.int64), logp.astype(np.float32), values
         std = np.exp(self.log_std)
         if explore:
