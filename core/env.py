@@ -29,6 +29,7 @@ class VectorEnv(ABC):
       with reward 0 (gymnasium's next-step autoreset).
     * Terminated episodes end with LAST and discount 0, truncated ones (time
       limits, the run's ``horizon``) with LAST and discount 1.
+    * Each TimeStep owns its arrays: callers may keep it across steps.
     """
 
     num_envs: int

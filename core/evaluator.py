@@ -29,7 +29,11 @@ from rlgear.timestep import StepType, TimeStep
 
 PostprocessFn = Callable[[SampleBatch, Any, Any], SampleBatch]
 
-_FIRST, _LAST = int(StepType.FIRST), int(StepType.LAST)  # plain ints: enum lookups cost in the hot loop
+_FIRST, _MID, _LAST = (
+    int(StepType.FIRST),
+    int(StepType.MID),
+    int(StepType.LAST),
+)  # plain ints: enum lookups cost in the hot loop
 
 # Env i of worker w is seeded with seed + WORKER_SEED_STRIDE * w + i.
 WORKER_SEED_STRIDE = 10_000
@@ -125,6 +129,11 @@ class Evaluator:
         return timestep
 
     def _track(self, ts: TimeStep) -> None:
+        if ts.step_type.min() == _MID and ts.step_type.max() == _MID:  # fast path: no episode starts or ends
+            self._env_steps += self.num_envs
+            self._episode_return += ts.reward
+            self._episode_length += 1
+            return
         first = ts.step_type == _FIRST
         if first.any():
             for i in np.flatnonzero(first):
@@ -206,7 +215,9 @@ class Evaluator:
             for i in range(self.num_envs):
                 if ts.step_type[i] == StepType.FIRST:
                     self._partial[i] = []
-                self._partial[i].append({k: v[i] for k, v in row.items()})
+                self._partial[i].append(
+                    {k: np.array(v[i]) for k, v in row.items()}
+                )  # the env reuses its buffers
                 if last[i]:
                     steps = self._partial[i]
                     self._partial[i] = []

@@ -127,7 +127,7 @@ class NumpyActorCritic:
             else:
                 actions = np.argmax(head, axis=-1)
             logp = shifted[rows, actions] - np.log(total)
-            return actions.astype(np.int64), logp.astype(np.float32), values
+            return actions.astype(np.int64, copy=False), logp.astype(np.float32, copy=False), values
         std = np.exp(self.log_std)
         if explore:
             noise = self.rng.standard_normal(head.shape, dtype=np.float32)

@@ -79,13 +79,17 @@ class GymnasiumVectorEnv(VectorEnv):
         self.action_space = convert_space(env.single_action_space, "action", name)
         self._env_ids = np.arange(self.num_envs, dtype=np.int32)
         self._prev_last = np.zeros(self.num_envs, dtype=bool)
+        self._any_first = False
+        self._mids = np.full(self.num_envs, StepType.MID, dtype=np.int32)
+        self._ones = np.ones(self.num_envs, dtype=np.float32)
         action_shape = (self.num_envs, *self.action_space.shape)
         action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
         self._zero_actions = np.zeros(action_shape, dtype=action_dtype)
 
     def reset(self, seed: int | None = None) -> TimeStep:
         obs, _ = self.env.reset(seed=seed)
-        self._prev_last[:] = False
+        self._prev_last = np.zeros(self.num_envs, dtype=bool)
+        self._any_first = False
         n = self.num_envs
         return TimeStep(
             step_type=np.full(n, StepType.FIRST, dtype=np.int32),
@@ -99,18 +103,22 @@ class GymnasiumVectorEnv(VectorEnv):
     def step(self, actions: np.ndarray) -> TimeStep:
         obs, reward, terminated, truncated, _ = self.env.step(actions)
         first = self._prev_last
-        ended = (terminated | truncated) & ~first
+        reward = np.asarray(reward, dtype=np.float32)
+        prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
+        done = terminated | truncated
+        if not (self._any_first or done.any()):  # the common case: every env in mid-episode
+            return TimeStep(self._mids.copy(), reward, self._ones.copy(), obs, prev_action, self._env_ids)
+        ended = done & ~first
         # MID=1, LAST=2, FIRST=0: built arithmetically (np.where on enums is slow in this hot path)
         step_type = (1 + ended).astype(np.int32)
         discount = (~(terminated & ended)).astype(np.float32)
-        reward = np.asarray(reward, dtype=np.float32)
-        prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
-        if first.any():
+        if self._any_first:
             step_type[first] = _FIRST
             reward = reward.copy()
             reward[first] = 0.0
             prev_action[first] = 0
         self._prev_last = ended
+        self._any_first = bool(ended.any())
         return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids)
 
     def close(self) -> None:
