@@ -1,11 +1,34 @@
-"""Training-step building blocks over a WorkerSet (plain functions)."""
+"""Training-step building blocks (plain functions and iterators over a WorkerSet).
+
+An algorithm's ``training_step`` composes these so that it reads like the
+paper's pseudo-code::
+
+    batch, steps = synchronous_parallel_sample(self.workers, cfg.train_batch_size)
+    stats = train_one_step(self.policy, self.workers, batch)
+
+or, for flows that run forever (replay-based and asynchronous algorithms)::
+
+    rollouts = concat_batches(parallel_rollouts(self.workers), min_env_steps=1000)
+    learning = (train_one_step(policy, workers, replay(buffer, 64)) for _ in itertools.count())
+    for item in concurrently([rollouts, learning], weights=[1, 4]): ...
+
+Every iterator yields ``(SampleBatch, env_steps)`` pairs where batches flow, so
+env-step accounting (transitions, not rows: LAST rows are dropped by
+postprocessing) is never guessed from batch sizes.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 from rlgear.sample_batch import SampleBatch
+
+
+class Replay(Protocol):
+    def add(self, batch: SampleBatch) -> None: ...
+    def sample(self, num_items: int, **kwargs: Any) -> SampleBatch: ...
 
 
 def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[SampleBatch, int]:
@@ -27,3 +50,85 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
             batches.append(batch)
             steps += count
     return SampleBatch.concat(batches), steps
+
+
+def parallel_rollouts(workers: Any, mode: str = "sync") -> Iterator[tuple[SampleBatch, int]]:
+    """An endless stream of ``(batch, env_steps)``, one round over all workers per item.
+
+    ``mode="sync"`` waits for every worker each round (the only mode until
+    remote workers exist; ``async`` arrives with them).
+    """
+    if mode != "sync":
+        raise ValueError(f"parallel_rollouts mode {mode!r} is not available; use 'sync'")
+    while True:
+        yield synchronous_parallel_sample(workers, 0)
+
+
+def concat_batches(
+    rollouts: Iterable[tuple[SampleBatch, int]], min_env_steps: int
+) -> Iterator[tuple[SampleBatch, int]]:
+    """Concatenate incoming batches until each output holds at least ``min_env_steps`` env steps."""
+    pending: list[SampleBatch] = []
+    steps = 0
+    for batch, count in rollouts:
+        pending.append(batch)
+        steps += count
+        if steps >= min_env_steps:
+            yield SampleBatch.concat(pending), steps
+            pending, steps = [], 0
+
+
+def train_one_step(policy: Any, workers: Any, batch: SampleBatch) -> dict[str, float]:
+    """Learn on ``batch`` (the policy's minibatch SGD), then send the new weights to the workers."""
+    stats = policy.learn_on_batch(batch)
+    workers.sync_weights()
+    return stats
+
+
+def store_to_replay(
+    buffer: Replay, rollouts: Iterable[tuple[SampleBatch, int]]
+) -> Iterator[tuple[SampleBatch, int]]:
+    """Add every incoming batch to ``buffer`` and pass it on unchanged."""
+    for batch, count in rollouts:
+        buffer.add(batch)
+        yield batch, count
+
+
+def replay(buffer: Replay, num_items: int, **sample_kwargs: Any) -> SampleBatch:
+    """One minibatch of ``num_items`` rows from ``buffer`` (kwargs go to ``buffer.sample``)."""
+    return buffer.sample(num_items, **sample_kwargs)
+
+
+def concurrently(flows: Sequence[Iterable[Any]], weights: Sequence[int] | None = None) -> Iterator[Any]:
+    """Round-robin over several flows, taking ``weights[i]`` items from flow ``i`` per round.
+
+    Ends when any flow ends. With ``weights=[1, 4]``, one rollout is followed by
+    four learning steps, the training intensity of replay-based algorithms.
+    """
+    weights = list(weights) if weights is not None else [1] * len(flows)
+    if len(weights) != len(flows) or any(w < 1 for w in weights):
+        raise ValueError(f"need one positive weight per flow, got {weights} for {len(flows)} flows")
+    iterators = [iter(flow) for flow in flows]
+    while True:
+        for iterator, weight in zip(iterators, weights, strict=True):
+            for _ in range(weight):
+                try:
+                    yield next(iterator)
+                except StopIteration:
+                    return
+
+
+def standard_metrics(trainer: Any) -> tuple[int, int]:
+    """Collect episode metrics and env-step counts from every worker into the trainer.
+
+    Returns ``(env_steps, episodes)`` since the last call; the trainer's
+    iteration loop calls this after each training step.
+    """
+    steps = episodes = 0
+    for metrics in trainer.workers.pop_metrics():
+        steps += metrics["env_steps"]
+        episodes += len(metrics["episodes"])
+        trainer.metrics.add(metrics["episodes"])
+    trainer.timesteps_total += steps
+    trainer.episodes_total += episodes
+    return steps, episodes

@@ -31,6 +31,7 @@ from rlgear.hooks import make_plugin_manager
 from rlgear.metrics import MetricsWindow
 from rlgear.policy import PolicyState
 from rlgear.postprocessing import trainable_rows
+from rlgear.rollout_ops import standard_metrics
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import space_from_json
 
@@ -144,16 +145,6 @@ class Trainer:
         """Ask ``train()`` to return after the current training step (Ctrl-C handling)."""
         self._stop_requested = True
 
-    def _collect_metrics(self) -> tuple[int, int]:
-        steps = episodes = 0
-        for metrics in self.workers.pop_metrics():
-            steps += metrics["env_steps"]
-            episodes += len(metrics["episodes"])
-            self.metrics.add(metrics["episodes"])
-        self.timesteps_total += steps
-        self.episodes_total += episodes
-        return steps, episodes
-
     def train(self) -> dict[str, Any]:
         """One iteration: training steps until the minimum time and env steps are met."""
         training = self.config.training
@@ -162,7 +153,7 @@ class Trainer:
         learner_stats: dict[str, float] = {}
         while True:
             learner_stats = self.training_step()
-            steps, episodes = self._collect_metrics()
+            steps, episodes = standard_metrics(self)
             steps_this_iter += steps
             episodes_this_iter += episodes
             elapsed = time.perf_counter() - start

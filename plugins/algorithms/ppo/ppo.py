@@ -14,7 +14,7 @@ from typing import Any
 from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.ppo.config import PPOConfig
 from rlgear.postprocessing import add_gae, trainable_rows
-from rlgear.rollout_ops import synchronous_parallel_sample
+from rlgear.rollout_ops import synchronous_parallel_sample, train_one_step
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 
@@ -34,6 +34,4 @@ class PPO(Trainer):
     def training_step(self) -> dict[str, float]:
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
         self.policy.set_global_timestep(self.timesteps_total + steps)
-        stats = self.policy.learn_on_batch(batch)
-        self.workers.sync_weights()
-        return stats
+        return train_one_step(self.policy, self.workers, batch)
