@@ -71,6 +71,7 @@ class Evaluator:
         postprocess_fn: PostprocessFn = default_postprocess,
         worker_index: int = 0,
         hooks: Any = None,
+        check_spaces: Callable[[Any, Any, Any], None] | None = None,
     ):
         self.config = config
         self.worker_index = worker_index
@@ -89,6 +90,8 @@ class Evaluator:
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         try:
+            if check_spaces is not None:
+                check_spaces(config, self.observation_space, self.action_space)
             self.policy = policy_class(self.observation_space, self.action_space, config)
         except BaseException:
             self.env.close()
@@ -305,9 +308,12 @@ class WorkerSet:
         env_adapter_class: type,
         postprocess_fn: PostprocessFn = default_postprocess,
         hooks: Any = None,
+        check_spaces: Callable[[Any, Any, Any], None] | None = None,
     ):
         self.config = config
-        self.local_worker = Evaluator(config, policy_class, env_adapter_class, postprocess_fn, 0, hooks)
+        self.local_worker = Evaluator(
+            config, policy_class, env_adapter_class, postprocess_fn, 0, hooks, check_spaces=check_spaces
+        )
         self.remote_workers: list[Any] = []
 
     def workers(self) -> list[Any]:

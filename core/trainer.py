@@ -106,14 +106,14 @@ class Trainer:
         adapter_cls = registry.load_env_adapter(config.env.adapter)
         self.backend = backend_cls()
         self.backend.setup(config.workers.num_cpus_for_driver, config.seed)
-        self.workers = WorkerSet(config, policy_cls, adapter_cls, type(self).postprocess, self.hooks)
-        kind = self.workers.local_worker.action_space.kind
-        if kind not in self.action_spaces:
-            self.workers.stop()
-            raise UnsupportedError(
-                f"algorithm '{self.name}' does not support {kind} actions, which env '{config.env.name}' has "
-                f"(it supports: {', '.join(sorted(self.action_spaces))})"
-            )
+        self.workers = WorkerSet(
+            config,
+            policy_cls,
+            adapter_cls,
+            type(self).postprocess,
+            self.hooks,
+            check_spaces=self.check_spaces,
+        )
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
@@ -124,6 +124,15 @@ class Trainer:
         self._policy_cls, self._adapter_cls = policy_cls, adapter_cls
         self._evaluation_worker: Evaluator | None = None
         self.hooks.hook.on_trainer_init(trainer=self)
+
+    @classmethod
+    def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
+        """Refuse an env this algorithm can't handle, before any policy is built."""
+        if action_space.kind not in cls.action_spaces:
+            raise UnsupportedError(
+                f"algorithm '{cls.name}' does not support {action_space.kind} actions, which env "
+                f"'{config.env.name}' has (it supports: {', '.join(sorted(cls.action_spaces))})"
+            )
 
     @property
     def policy(self) -> Any:

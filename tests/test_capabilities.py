@@ -44,3 +44,17 @@ def test_unsupported_backend_fails_before_any_env_is_built(tmp_path, monkeypatch
     with pytest.raises(UnsupportedError, match="does not support backend 'jax' \\(supported: torch\\)"):
         PPO(config)
     assert built == []
+
+
+def test_unsupported_action_space_is_refused_before_the_policy_is_built(tmp_path, monkeypatch):
+    built = []
+    original = PPO.policy_class("torch").__init__
+    monkeypatch.setattr(
+        PPO.policy_class("torch"),
+        "__init__",
+        lambda self, *a, **k: built.append(1) or original(self, *a, **k),
+    )
+    config = config_mod.resolve(small_config(tmp_path, env={"name": "Pendulum-v1"}))
+    with pytest.raises(UnsupportedError):
+        DiscreteOnlyPPO(config)
+    assert built == []
