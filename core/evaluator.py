@@ -181,8 +181,8 @@ class Evaluator:
             SampleBatch.DISCOUNTS: ts.discount,
             SampleBatch.STEP_TYPES: ts.step_type,
             SampleBatch.PREV_ACTIONS: ts.prev_action,
-            "eps_id": self._episode_ids,  # copied into the fragment buffers
-            "t": self._episode_length,
+            SampleBatch.EPS_ID: self._episode_ids,  # copied into the fragment buffers
+            SampleBatch.T: self._episode_length,
             **extras,
         }
 

@@ -34,6 +34,11 @@ class SampleBatch(dict):
     VF_PREDS = "vf_preds"
     ADVANTAGES = "advantages"
     VALUE_TARGETS = "value_targets"
+    NEXT_OBS = "next_obs"  # n-step transitions: the observation whose value bootstraps the target
+    EPS_ID = "eps_id"  # a unique id per episode (per evaluator)
+    T = "t"  # the step's index within its episode
+    BATCH_INDEXES = "batch_indexes"  # replay slots a sampled row came from
+    WEIGHTS = "weights"  # importance-sampling weights of prioritized replay
 
     def __init__(self, columns: Mapping[str, np.ndarray] | None = None, **kwargs: np.ndarray):
         super().__init__()
