@@ -47,3 +47,27 @@ def add_gae(fragment: SampleBatch, gamma: float, gae_lambda: float) -> SampleBat
     out[SampleBatch.ADVANTAGES] = np.concatenate([advantages, pad])
     out[SampleBatch.VALUE_TARGETS] = np.concatenate([advantages + values[:-1], pad]).astype(np.float32)
     return out
+
+
+def add_discounted_returns(
+    fragment: SampleBatch, gamma: float, values: np.ndarray | None = None
+) -> SampleBatch:
+    """Add ``value_targets`` (bootstrapped discounted returns) and ``advantages`` (returns - values).
+
+    ``values`` defaults to the fragment's ``vf_preds``; pass zeros for plain
+    Monte-Carlo returns of whole episodes. The bootstrap row gets zeros (it is
+    not trained on; :func:`trainable_rows` drops it).
+    """
+    if values is None:
+        values = fragment[SampleBatch.VF_PREDS]
+    returns = value_ops.discounted_return(
+        rewards=fragment[SampleBatch.REWARDS],
+        values=values,
+        step_types=fragment[SampleBatch.STEP_TYPES],
+        discounts=fragment[SampleBatch.DISCOUNTS] * gamma,
+    ).astype(np.float32)
+    pad = np.zeros_like(returns[:1])
+    out = SampleBatch(fragment)
+    out[SampleBatch.VALUE_TARGETS] = np.concatenate([returns, pad])
+    out[SampleBatch.ADVANTAGES] = np.concatenate([returns - values[:-1], pad]).astype(np.float32)
+    return out

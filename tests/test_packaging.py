@@ -45,6 +45,10 @@ def test_wheel_maps_core_to_rlgear_and_registers_entry_points(tmp_path):
         "rlgear/plugins/schedulers/fifo.py",
     ):
         assert module in names, f"{module} missing from the wheel"
+    for source_dir, package in (("core", "rlgear"), ("plugins", "rlgear/plugins")):
+        for module in (ROOT / source_dir).rglob("*.py"):
+            shipped = f"{package}/{module.relative_to(ROOT / source_dir).as_posix()}"
+            assert shipped in names, f"{shipped} is missing from the wheel: list its package in setup.cfg"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     for group in (

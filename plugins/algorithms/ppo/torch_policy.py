@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rlgear.plugins.backends.torch import TorchPolicy
+from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.schedules import piecewise_linear
 
@@ -28,8 +28,8 @@ class PPOTorchPolicy(TorchPolicy):
         ratio = torch.exp(log_ratio)
 
         advantages = batch[SB.ADVANTAGES]
-        if training.normalize_advantages and advantages.numel() > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if training.normalize_advantages:
+            advantages = normalize_advantages(advantages)
         surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
         policy_loss = -surrogate.mean()
 

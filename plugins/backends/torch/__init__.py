@@ -13,6 +13,7 @@ from rlgear.plugins.backends.torch.distributions import (
     DiagGaussian,
     distribution_class,
 )
+from rlgear.plugins.backends.torch.losses import normalize_advantages
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 
@@ -24,4 +25,5 @@ __all__ = [
     "TorchPolicy",
     "build_model",
     "distribution_class",
+    "normalize_advantages",
 ]

@@ -1,0 +1,34 @@
+"""A2C's loss on the torch backend.
+
+The config has no ``num_sgd_iter`` or ``sgd_minibatch_size``, so the base class
+takes one gradient step on the whole batch (with ``grad_clip``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
+from rlgear.sample_batch import SampleBatch as SB
+
+
+class A2CTorchPolicy(TorchPolicy):
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        training = self.config.training
+        dist_inputs, values = self.model(batch[SB.OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch[SB.ACTIONS])
+        advantages = batch[SB.ADVANTAGES]
+        if training.normalize_advantages:
+            advantages = normalize_advantages(advantages)
+        policy_loss = -(logp * advantages).mean()
+        vf_loss = 0.5 * ((values - batch[SB.VALUE_TARGETS]) ** 2).mean()
+        entropy = dist.entropy().mean()
+        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
+        return loss, {
+            "policy_loss": policy_loss.detach(),
+            "vf_loss": vf_loss.detach(),
+            "entropy": entropy.detach(),
+        }

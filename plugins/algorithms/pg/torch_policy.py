@@ -1,0 +1,37 @@
+"""PG's loss on the torch backend.
+
+The config has no ``num_sgd_iter`` or ``sgd_minibatch_size``, so the base class
+takes one gradient step on the whole batch, as REINFORCE does (the batch is
+on-policy only for that one step).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
+from rlgear.sample_batch import SampleBatch as SB
+
+
+class PGTorchPolicy(TorchPolicy):
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        training = self.config.training
+        dist_inputs, values = self.model(batch[SB.OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch[SB.ACTIONS])
+        # Advantages are constants (computed at sampling time), so the policy
+        # term sends no gradient into the baseline.
+        advantages = batch[SB.ADVANTAGES]
+        if training.normalize_advantages:
+            advantages = normalize_advantages(advantages)
+        policy_loss = -(logp * advantages).mean()
+        entropy = dist.entropy().mean()
+        loss = policy_loss - training.entropy_coeff * entropy
+        stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
+        if training.use_baseline:
+            vf_loss = 0.5 * ((values - batch[SB.VALUE_TARGETS]) ** 2).mean()
+            loss = loss + training.vf_loss_coeff * vf_loss
+            stats["vf_loss"] = vf_loss.detach()
+        return loss, stats
