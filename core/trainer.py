@@ -262,6 +262,7 @@ class Trainer:
             "policy_meta": policy_state.meta,
             "algorithm_state": self.get_algorithm_state(),
         }
+        arrays.update({f"algorithm/{k}": v for k, v in self.get_algorithm_arrays().items()})
         return arrays, state
 
     def get_algorithm_state(self) -> dict[str, Any]:
@@ -270,6 +271,16 @@ class Trainer:
 
     def set_algorithm_state(self, state: dict[str, Any]) -> None:
         """Restore what ``get_algorithm_state`` returned."""
+
+    def get_algorithm_arrays(self) -> dict[str, np.ndarray]:
+        """Algorithm arrays beyond the policy (a replay buffer ...), stored in safetensors.
+
+        Called right after ``get_algorithm_state`` when a checkpoint is written.
+        """
+        return {}
+
+    def set_algorithm_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore what ``get_algorithm_arrays`` returned (called after ``set_algorithm_state``)."""
 
     def save(self, checkpoint_dir: str | os.PathLike | None = None) -> str:
         """Write a checkpoint (default: ``<logdir>/checkpoint_<iteration>``) and return its path."""
@@ -337,6 +348,9 @@ class Trainer:
         self.restore_epoch = int(counters.get("restore_epoch", 0)) + 1
         self.metrics.set_state(state["metrics_window"])
         self.set_algorithm_state(state.get("algorithm_state", {}))
+        self.set_algorithm_arrays(
+            {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
+        )
         self.workers.sync_weights()
         # Env internals can't be saved in general: restart envs with a seed that
         # depends on how often the run was restored, so a resumed run is reproducible.

@@ -42,7 +42,7 @@ class TorchPolicy(Policy):
             raise TypeError(f"unsupported action space {action_space!r}")
         self.dist_class = distribution_class(action_space)
         self.num_outputs = self.dist_class.required_inputs(action_space)
-        self.model = build_model(observation_space, action_space, self.num_outputs, config.model)
+        self.model = self.make_model()
         self._weight_names = self._neutral_names()
         training = config.training
         self.optimizer = make_optimizer(
@@ -54,6 +54,10 @@ class TorchPolicy(Policy):
         self.weights_version = 0
         self.fast_actor = self._make_fast_actor()
         self._action_dtype = np.int64 if isinstance(action_space, Discrete) else np.float32
+
+    def make_model(self) -> torch.nn.Module:
+        """The network (override for another architecture): the catalog MLP or ``model.custom``."""
+        return build_model(self.observation_space, self.action_space, self.num_outputs, self.config.model)
 
     # --- acting -------------------------------------------------------------
     def _make_fast_actor(self) -> NumpyActorCritic | None:
