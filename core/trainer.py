@@ -31,7 +31,7 @@ from rlgear.hooks import make_plugin_manager
 from rlgear.metrics import MetricsWindow
 from rlgear.policy import PolicyState
 from rlgear.postprocessing import trainable_rows
-from rlgear.rollout_ops import standard_metrics
+from rlgear.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import space_from_json
 
@@ -146,8 +146,16 @@ class Trainer:
         return trainable_rows(fragment)
 
     def training_step(self) -> dict[str, float]:
-        """One step of the algorithm (sample, learn, sync weights); returns learner stats."""
-        raise TypeError(f"{type(self).__name__} must override training_step()")
+        """One step of the algorithm; returns learner stats.
+
+        The default is the on-policy step PPO, A2C and PG share: sample
+        ``train_batch_size`` env steps (postprocessed on the evaluators), learn
+        on them with the policy's SGD loop, send the new weights to the workers.
+        Replay-based and asynchronous algorithms override it.
+        """
+        batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
+        self.policy.set_global_timestep(self.timesteps_total + steps)  # for lr and clip schedules
+        return train_one_step(self.policy, self.workers, batch)
 
     # --- the iteration loop -------------------------------------------------------
     def request_stop(self) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +33,27 @@ def small_config(tmp_path, **sections):
 @pytest.fixture
 def tiny_config(tmp_path):
     return small_config(tmp_path)
+
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def train_until_stop(trainer_cls: type, config_name: str, *overrides: str) -> dict[str, Any]:
+    """Train a tuned config from ``configs/`` in-process (no run folder) until its stop criterion."""
+    from rlgear import config as config_mod
+    from rlgear.runner import should_stop
+
+    config = config_mod.load(
+        CONFIGS / config_name,
+        ["logging.tensorboard=false", "logging.progress=none", *overrides],
+        training_class=trainer_cls.config_class,
+    )
+    assert config.stop, "a learning test needs a stop criterion"
+    trainer = trainer_cls(config)
+    try:
+        while True:
+            result = trainer.train()
+            if should_stop(result, config.stop):
+                return result
+    finally:
+        trainer.stop()

@@ -7,35 +7,11 @@ trained iteration by iteration until a stop criterion is met, as the runner does
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from rlgear import config as config_mod
 from rlgear.plugins.algorithms.a2c import A2C
 from rlgear.plugins.algorithms.pg import PG
-from rlgear.runner import should_stop
-
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-
-
-def train_until_stop(trainer_cls: type, config_name: str, *overrides: str) -> dict[str, Any]:
-    """Train a config file's run in-process (no run folder) and return the last result."""
-    config = config_mod.load(
-        CONFIGS / config_name,
-        ["logging.tensorboard=false", "logging.progress=none", *overrides],
-        training_class=trainer_cls.config_class,
-    )
-    assert config.stop, "a learning test needs a stop criterion"
-    trainer = trainer_cls(config)
-    try:
-        while True:
-            result = trainer.train()
-            if should_stop(result, config.stop):
-                return result
-    finally:
-        trainer.stop()
+from tests.conftest import train_until_stop
 
 
 @pytest.mark.slow

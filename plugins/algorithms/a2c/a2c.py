@@ -21,7 +21,6 @@ from typing import Any
 from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.a2c.config import A2CConfig
 from rlgear.postprocessing import add_gae, trainable_rows
-from rlgear.rollout_ops import synchronous_parallel_sample, train_one_step
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 
@@ -37,8 +36,3 @@ class A2C(Trainer):
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
         training = config.training
         return trainable_rows(add_gae(fragment, training.gamma, training.gae_lambda))
-
-    def training_step(self) -> dict[str, float]:
-        batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
-        self.policy.set_global_timestep(self.timesteps_total + steps)  # for lr_schedule
-        return train_one_step(self.policy, self.workers, batch)

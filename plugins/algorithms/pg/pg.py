@@ -35,7 +35,6 @@ from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
 from rlgear.plugins.algorithms.pg.config import PGConfig
 from rlgear.postprocessing import add_discounted_returns, trainable_rows
-from rlgear.rollout_ops import synchronous_parallel_sample, train_one_step
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 
@@ -83,8 +82,3 @@ class PG(Trainer):
         ):  # whole episodes only (check_batch_mode): the return of a LAST step is 0
             values = np.zeros(fragment[SampleBatch.REWARDS].shape, dtype=np.float32)
         return trainable_rows(add_discounted_returns(fragment, training.gamma, values))
-
-    def training_step(self) -> dict[str, float]:
-        batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
-        self.policy.set_global_timestep(self.timesteps_total + steps)  # for lr_schedule
-        return train_one_step(self.policy, self.workers, batch)

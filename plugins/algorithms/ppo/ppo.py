@@ -1,4 +1,4 @@
-"""PPO's training step, written once for every backend.
+"""PPO's postprocessing, written once for every backend; the training step is the base Trainer's.
 
 Per training step (Schulman et al. 2017, Algorithm 1):
   1. run the policy in the envs for ``train_batch_size`` env steps;
@@ -14,7 +14,6 @@ from typing import Any
 from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.ppo.config import PPOConfig
 from rlgear.postprocessing import add_gae, trainable_rows
-from rlgear.rollout_ops import synchronous_parallel_sample, train_one_step
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 
@@ -30,8 +29,3 @@ class PPO(Trainer):
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
         training = config.training
         return trainable_rows(add_gae(fragment, training.gamma, training.gae_lambda))
-
-    def training_step(self) -> dict[str, float]:
-        batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
-        self.policy.set_global_timestep(self.timesteps_total + steps)
-        return train_one_step(self.policy, self.workers, batch)
