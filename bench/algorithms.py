@@ -4,9 +4,10 @@ Runs ``rlgear train configs/<algo>-cartpole.yaml`` in fresh processes (as a
 user would) for each seed and reports medians. Thresholds are the issue's
 learning-test targets: ``ppo`` and ``a2c`` mean training return >= 475,
 ``pg`` >= 400, ``dqn`` greedy evaluation >= 475 (DQN's training return is
-measured with exploration on). Budgets: ppo 150k, dqn 100k, pg/a2c 500k.
+measured with exploration on), ``impala`` and ``a3c`` >= 400 with two remote
+workers on a local Ray. Budgets: ppo 150k, dqn 100k, pg/a2c 500k, impala/a3c 1M.
 
-Usage: python bench/algorithms.py [--algorithms ppo dqn pg a2c] [--seeds 0 1 2]
+Usage: python bench/algorithms.py [--algorithms ppo dqn pg a2c impala a3c] [--seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ TARGETS = {
     "a2c": ("episode_return_mean", 475, 500_000, []),
     "pg": ("episode_return_mean", 400, 500_000, []),
     "dqn": ("evaluation/episode_return_mean", 475, 100_000, ["--set", "training.evaluation_interval=1"]),
+    # two remote workers on a local Ray (the configs' workers.num_workers: 2)
+    "impala": ("episode_return_mean", 400, 1_000_000, []),
+    "a3c": ("episode_return_mean", 400, 1_000_000, []),
 }
 
 

@@ -33,13 +33,14 @@ _LAZY = {
     "RLGearError": "rlgear.errors",
     "ConfigError": "rlgear.errors",
     "PluginError": "rlgear.errors",
+    "get_trainable": "rlgear.tune.trainable",
 }
-_SUBMODULES = {"value_ops", "config", "registry", "hooks", "checkpoint", "errors", "spaces"}
+_SUBMODULES = {"value_ops", "config", "registry", "hooks", "checkpoint", "errors", "spaces", "tune"}
 
 __all__ = [
     "Backend", "Box", "ConfigError", "Discrete", "EnvAdapter", "Evaluator", "PluginError",
     "Policy", "RLGearError", "SampleBatch", "StepType", "TimeStep", "Trainer", "Trial",
-    "TrialScheduler", "VectorEnv", "WorkerSet", "__version__", "hookimpl", "load", "train",
+    "TrialScheduler", "VectorEnv", "WorkerSet", "__version__", "get_trainable", "hookimpl", "load", "train",
 ]  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from rlgear.spaces import Box, Discrete
     from rlgear.timestep import StepType, TimeStep
     from rlgear.trainer import Trainer
+    from rlgear.tune.trainable import get_trainable
 
 
 def __getattr__(name: str) -> Any:

@@ -48,8 +48,46 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of acting greedily")
 
+    tune = sub.add_parser(
+        "tune", help="run an experiment: search spaces, schedulers (fifo, asha, pbt), resume"
+    )
+    tune.add_argument("config", help="YAML config with search spaces and a 'tune' section (docs/tune.md)")
+    tune.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+        help="override a config value, e.g. --set tune.num_samples=8 (repeatable; values are YAML)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--resume", metavar="EXPERIMENT_DIR",
+        help="continue an experiment folder (or the newest experiment in a folder) from its trials' checkpoints",
+    )  # fmt: skip
+    tune.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="trial table display")
+
+    plot = sub.add_parser("plot", help="write PNG learning curves of an experiment (or a run) folder")
+    plot.add_argument("dir", help="experiment folder (one line per trial, PBT exploits marked) or run folder")
+    plot.add_argument("--metric", help="result key on the y axis (default: the experiment's tune.metric)")
+    plot.add_argument(
+        "--x", default="timesteps_total", help="result key on the x axis (default timesteps_total)"
+    )
+    plot.add_argument("--out", help="PNG file to write (default: DIR/<metric>.png)")
+
+    serve = sub.add_parser("serve", help="train from environments that connect over TCP (env.adapter: external)")
+    serve.add_argument("config", help="YAML config with env.adapter: external (see docs/protocol.md)")
+    serve.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+        help="override a config value, e.g. --set env.kwargs.port=9901 (repeatable; values are YAML)",
+    )  # fmt: skip
+    serve.add_argument("--resume", metavar="RUN_DIR", help="continue a run folder from its newest checkpoint")
+    serve.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display")
+
     sub.add_parser("plugins", help="list installed plugins, their versions, capabilities and load errors")
     return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from rlgear.serve import serve
+
+    serve(args.config, args.overrides, resume=args.resume, progress=args.progress)
+    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -58,6 +96,25 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     config = config_mod.load(args.config, args.overrides)
     run(config, resume=args.resume, progress=args.progress)
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from rlgear.tune.experiment import run
+
+    result = run(args.config, overrides=args.overrides, resume=args.resume, progress=args.progress)
+    failed = [t.trial_id for t in result.trials if t.status.value == "ERROR"]
+    if failed:
+        print(f"rlgear: {len(failed)} trial(s) failed: {', '.join(failed)} (see {result.experiment_dir})")
+        return 1
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from rlgear.tune.plot import plot
+
+    summary = plot(args.dir, metric=args.metric, x=args.x, out=args.out)
+    print(f"wrote {summary.path} ({summary.lines} lines, {summary.exploit_marks} exploits marked)")
     return 0
 
 
@@ -145,7 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USER_ERROR
-    commands = {"train": cmd_train, "evaluate": cmd_evaluate, "plugins": cmd_plugins}
+    commands = {
+        "train": cmd_train, "tune": cmd_tune, "plot": cmd_plot, "evaluate": cmd_evaluate, "plugins": cmd_plugins,
+        "serve": cmd_serve,
+    }  # fmt: skip
     try:
         return commands[args.command](args)
     except RLGearError as err:

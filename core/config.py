@@ -71,6 +71,24 @@ class ModelConfig:
 
 
 @dataclass
+class RayConfig:
+    """The Ray session behind remote workers (see docs/distributed.md)."""
+
+    address: str | None = doc(
+        "null: start a local Ray with the run's CPU budget; 'auto' or 'host:port': attach to a "
+        "running cluster.",
+        None,
+    )
+    object_store_memory: int | None = doc(
+        "Object-store size in bytes of a local Ray (null: Ray's default).", None
+    )
+    log_to_driver: bool = doc("Show the workers' stdout/stderr in the driver's terminal.", False)
+    worker_start_timeout_s: float = doc(
+        "How long to wait for the remote workers to start before failing with a resource error.", 120.0
+    )
+
+
+@dataclass
 class WorkersConfig:
     """Sampling: how many rollout workers and envs, and how experience is cut into fragments."""
 
@@ -96,7 +114,30 @@ class WorkersConfig:
         "networks and robust on a busy machine.",
         1,
     )
-    num_cpus_per_worker: int = doc("CPU threads per remote rollout worker.", 1)
+    num_cpus_per_worker: int = doc(
+        "CPUs (Ray resource and framework threads) of each remote rollout worker.", 1
+    )
+    num_gpus_per_worker: float = doc("GPUs (Ray resource, may be fractional) of each remote worker.", 0.0)
+    ray: RayConfig = doc("How rlgear starts or attaches to Ray (only with num_workers > 0).", factory=lambda: RayConfig())
+    recreate_failed: bool = doc(
+        "Replace a remote worker that died (process killed, node lost) with a fresh one holding the "
+        "current weights; false stops the run at the first failure.",
+        True,
+    )
+    max_restarts: int = doc("Worker replacements allowed over the run before it stops with an error.", 10)
+    max_requests_in_flight_per_worker: int = doc(
+        "Sample requests kept queued on each remote worker by asynchronous sampling.", 2
+    )
+    sample_timeout_s: float = doc(
+        "A remote sample request not answered within this many seconds marks the worker as hung: "
+        "it is replaced like a dead one.",
+        600.0,
+    )
+    metrics_timeout_s: float = doc(
+        "How long metrics collection waits for a remote worker before going on without it "
+        "(its episodes arrive with a later collection; the miss is counted in num_metrics_timeouts).",
+        10.0,
+    )
 
 
 @dataclass
@@ -147,6 +188,11 @@ class TrainingConfig:
         0,
     )
     evaluation_episodes: int = doc("Episodes per evaluation.", 10)
+    eager: bool = doc(
+        "TF backend: run the learn step (and acting) eagerly instead of under tf.function; "
+        "slower, but errors point at the failing line (also RLGEAR_TF_EAGER=1). Ignored by torch.",
+        False,
+    )
 
 
 @dataclass
@@ -313,7 +359,9 @@ def resolve(
             raise fail(str(key), f"unknown key{did_you_mean(str(key), TOP_LEVEL_KEYS)}")
     if "tune" in raw:
         raise fail(
-            "tune", "the 'tune' section is read by 'rlgear tune', which this version does not have yet"
+            "tune",
+            "the 'tune' section describes an experiment: run it with 'rlgear tune CONFIG' "
+            "('rlgear train' runs one config; remove the section to train once)",
         )
     for required in ("algorithm", "env"):
         if required not in raw:
@@ -417,12 +465,22 @@ def check_ranges(config: RunConfig, fail) -> None:
     for path, value in non_negative.items():
         if value < 0:
             raise fail(path, f"expected 0 or more, got {value}")
-    if w.num_workers > 0:
-        raise fail(
-            "workers.num_workers",
-            "remote rollout workers (Ray) are not available in this version; use 0 "
-            "(sampling in the driver process)",
-        )
+    for path, value in {
+        "workers.max_requests_in_flight_per_worker": w.max_requests_in_flight_per_worker,
+        "workers.sample_timeout_s": w.sample_timeout_s,
+        "workers.metrics_timeout_s": w.metrics_timeout_s,
+        "workers.ray.worker_start_timeout_s": w.ray.worker_start_timeout_s,
+    }.items():
+        if value <= 0:
+            raise fail(path, f"expected a positive number, got {value}")
+    for path, value in {
+        "workers.max_restarts": w.max_restarts,
+        "workers.num_gpus_per_worker": w.num_gpus_per_worker,
+    }.items():
+        if value < 0:
+            raise fail(path, f"expected 0 or more, got {value}")
+    if w.ray.object_store_memory is not None and w.ray.object_store_memory <= 0:
+        raise fail("workers.ray.object_store_memory", f"expected a positive number of bytes, got {w.ray.object_store_memory}")
     if config.checkpoint.every < 0:
         raise fail("checkpoint.every", f"expected 0 or more, got {config.checkpoint.every}")
     if config.checkpoint.keep is not None and config.checkpoint.keep < 1:

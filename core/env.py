@@ -9,13 +9,24 @@ network all look the same to the evaluator.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
+from rlgear.errors import RLGearError
 from rlgear.spaces import Space
 from rlgear.timestep import TimeStep
+
+#: Set by the runner when the user asks the run to stop (Ctrl-C, SIGTERM). An env
+#: that can block waiting for input (clients over the network) checks it while
+#: waiting and raises :class:`EnvInterrupted`, so the run still checkpoints and exits.
+stop_requested = threading.Event()
+
+
+class EnvInterrupted(RLGearError):
+    """An env stopped waiting for input because the run was asked to stop."""
 
 
 class VectorEnv(ABC):

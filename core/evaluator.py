@@ -16,7 +16,7 @@ an episode still running keeps its rows for the next call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,39 @@ WORKER_SEED_STRIDE = 10_000
 
 def default_postprocess(fragment: SampleBatch, policy: Any, config: Any) -> SampleBatch:
     return trainable_rows(fragment)
+
+
+def worker_seed(seed: int | None, worker_index: int) -> int | None:
+    """The seed of a remote worker's policy and framework (distinct per worker, like env seeds)."""
+    if seed is None:
+        return None
+    return int(seed) + WORKER_SEED_STRIDE * worker_index + 1
+
+
+def drop_invalid_rows(fragment: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    """Turn invalid rows, and the rows of episodes they abort, into LAST rows; return env steps dropped.
+
+    ``valid`` is ``[T+1, B]`` (``TimeStep.valid`` per row). An invalid row right
+    after a valid non-LAST row means the episode running in that env was
+    aborted (an external client dropped): its rows in this fragment, back to its
+    FIRST, must not be trained on. Marking them LAST is enough for every
+    postprocessing (LAST rows are never trained on, and no value crosses a LAST).
+    Rows of that episode in earlier fragments were bootstrapped like a
+    truncation; ``batch_mode: complete_episodes`` keeps even those out.
+    """
+    steps = fragment[SampleBatch.STEP_TYPES]
+    dropped = 0
+    for t, b in zip(*np.nonzero(~valid[1:] & valid[:-1]), strict=True):
+        k = int(t)  # the row before the invalid row t+1
+        while k >= 0 and valid[k, b] and steps[k, b] != _LAST:
+            valid[k, b] = False
+            dropped += int(steps[k, b] != _FIRST)
+            if steps[k, b] == _FIRST:
+                break
+            k -= 1
+    steps[~valid] = _LAST
+    fragment[SampleBatch.REWARDS][~valid] = 0.0
+    return dropped
 
 
 def env_seed(seed: int | None, worker_index: int, epoch: int = 0) -> int | None:
@@ -112,6 +145,8 @@ class Evaluator:
         self._running: dict[int, Episode] = {}
         self._finished: list[dict[str, Any]] = []
         self._env_steps = 0
+        #: Episodes discarded because their env's rows became invalid (an external client dropped).
+        self.episodes_aborted = 0
         self._partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(n)]
         self._timestep = self.reset(env_seed(config.seed, worker_index))
 
@@ -132,11 +167,17 @@ class Evaluator:
         return timestep
 
     def _track(self, ts: TimeStep) -> None:
-        if ts.step_type.min() == _MID and ts.step_type.max() == _MID:  # fast path: no episode starts or ends
+        valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
+        if valid is None and ts.step_type.min() == _MID and ts.step_type.max() == _MID:
+            # fast path: no episode starts or ends
             self._env_steps += self.num_envs
             self._episode_return += ts.reward
             self._episode_length += 1
             return
+        if valid is not None:
+            for i in np.flatnonzero(~valid):
+                if self._running.pop(int(i), None) is not None:
+                    self.episodes_aborted += 1  # its client dropped: never reported, rows dropped
         first = ts.step_type == _FIRST
         if first.any():
             for i in np.flatnonzero(first):
@@ -151,10 +192,13 @@ class Evaluator:
                 if self.hooks is not None:
                     self.hooks.hook.on_episode_start(worker=self, episode=episode)
         moved = ~first
-        self._env_steps += int(moved.sum())
-        self._episode_return += ts.reward
-        self._episode_length += moved
         last = ts.step_type == _LAST
+        if valid is not None:  # rows carrying no env step (TimeStep.valid)
+            moved &= valid
+            last &= valid
+        self._env_steps += int(moved.sum())
+        self._episode_return += np.where(moved, ts.reward, 0.0)
+        self._episode_length += moved
         if last.any():
             for i in np.flatnonzero(last):
                 episode = self._running.pop(int(i), None)
@@ -191,6 +235,7 @@ class Evaluator:
         length = self.fragment_length
         ts = self._timestep
         buffers: dict[str, np.ndarray] = {}
+        valid: np.ndarray | None = None  # [T+1, B], only once an invalid row shows up
         for t in range(length + 1):
             actions, extras = self._act(ts)
             row = self._row(ts, actions, extras)
@@ -200,10 +245,16 @@ class Evaluator:
                 }
             for key, value in row.items():
                 buffers[key][t] = value
+            if ts.valid is not None and (valid is not None or not ts.valid.all()):
+                if valid is None:
+                    valid = np.ones((length + 1, self.num_envs), dtype=bool)
+                valid[t] = ts.valid
             if t == length:
                 break
             ts = self._step(actions)
         self._timestep = ts
+        if valid is not None:
+            self._env_steps -= drop_invalid_rows(buffers, valid)
         return SampleBatch(buffers)
 
     def _sample_episodes(self, min_rows: int) -> list[SampleBatch]:
@@ -216,6 +267,12 @@ class Evaluator:
             row = self._row(ts, actions, extras)
             last = ts.step_type == StepType.LAST
             for i in range(self.num_envs):
+                if ts.valid is not None and not ts.valid[i]:
+                    # no env step here; an episode still collecting was aborted: discard it
+                    dropped = self._partial[i]
+                    self._partial[i] = []
+                    self._env_steps -= sum(int(s[SampleBatch.STEP_TYPES] != _FIRST) for s in dropped)
+                    continue
                 if ts.step_type[i] == StepType.FIRST:
                     self._partial[i] = []
                 self._partial[i].append(
@@ -295,10 +352,14 @@ class Evaluator:
 
 
 class WorkerSet:
-    """The local evaluator plus remote ones (none until the Ray integration lands).
+    """The local evaluator plus ``workers.num_workers`` remote ones (Ray actors).
 
-    The local evaluator's policy is the learner's policy. ``sync_weights``
-    pushes its weights to every remote evaluator.
+    The local evaluator's policy is the learner's policy. Remote workers sit
+    in stable slots with ids 1..N (0 is the local evaluator); a worker that
+    dies is replaced in its slot by a fresh actor holding the current weights,
+    so every op that keeps per-worker state (in-flight requests, metrics)
+    keys it by worker id and sees a replacement as a new handle in the same
+    slot. With ``num_workers: 0`` nothing here touches Ray.
     """
 
     def __init__(
@@ -314,25 +375,184 @@ class WorkerSet:
         self.local_worker = Evaluator(
             config, policy_class, env_adapter_class, postprocess_fn, 0, hooks, check_spaces=check_spaces
         )
-        self.remote_workers: list[Any] = []
+        self._slots: dict[int, Any] = {}
+        #: Remote workers replaced so far (shown as ``num_worker_restarts`` in results).
+        self.num_restarts = 0
+        #: Requests lost with failed workers (``num_dropped_requests`` in results).
+        self.num_dropped_requests = 0
+        #: Metrics collections that gave up waiting for a worker (``num_metrics_timeouts``).
+        self.num_metrics_timeouts = 0
+        self._delivered_steps: dict[int, int] = {}
+        self._pending_metrics: dict[int, tuple[Any, Any]] = {}
+        self.last_weights_ref: Any = None
+        if config.workers.num_workers > 0:
+            try:
+                from rlgear import remote_worker
+
+                self._remote = remote_worker.RemoteWorkerFactory(
+                    config, policy_class, env_adapter_class, postprocess_fn, hooks, check_spaces
+                )
+                self._slots = self._remote.start(range(1, config.workers.num_workers + 1), config)
+                self._delivered_steps = dict.fromkeys(self._slots, 0)
+                self.sync_weights()
+            except BaseException:
+                self.local_worker.stop()
+                raise
+
+    # --- the lists of workers -----------------------------------------------------
+    @property
+    def remote_workers(self) -> list[Any]:
+        """Ray actor handles of the remote workers, in slot order (ids 1..N)."""
+        return [self._slots[i] for i in sorted(self._slots)]
+
+    @property
+    def remote_worker_ids(self) -> list[int]:
+        return sorted(self._slots)
+
+    def remote_worker(self, worker_id: int) -> Any:
+        """The current actor in slot ``worker_id`` (a replacement is a new handle)."""
+        return self._slots[worker_id]
+
+    def healthy_remote_ids(self) -> list[int]:
+        """Slots holding a live actor; a dead one is replaced as soon as it is detected."""
+        return sorted(self._slots)
 
     def workers(self) -> list[Any]:
         return [self.local_worker, *self.remote_workers]
 
-    def sync_weights(self) -> None:
-        """Send the learner's weights to every remote evaluator (one copy for all)."""
-        if not self.remote_workers:
-            return
-        weights = self.local_worker.get_weights()
-        for worker in self.remote_workers:
-            worker.set_weights(weights)
+    # --- weights ----------------------------------------------------------------
+    def sync_weights(self, worker_ids: Sequence[int] | None = None) -> None:
+        """Send the learner's weights to the remote workers (all, or ``worker_ids``).
 
+        One ``ray.put`` per call: every worker receives the same object-store
+        reference, not its own copy. Calls on an actor run in order, so a
+        sample requested after this call uses the new weights.
+        """
+        ids = self.remote_worker_ids if worker_ids is None else [i for i in worker_ids if i in self._slots]
+        if not ids:
+            return
+        ref = self._remote.ray.put(self.local_worker.get_weights())
+        self.last_weights_ref = ref
+        for worker_id in ids:
+            self._slots[worker_id].set_weights.remote(ref)
+
+    # --- failures ---------------------------------------------------------------
+    def replace_worker(self, worker_id: int, failed_handle: Any, error: BaseException | None = None) -> Any:
+        """Replace the actor in ``worker_id``'s slot with a fresh one holding the current weights.
+
+        Idempotent per failure: when the slot already holds another handle
+        (an op saw the same death first), that handle is returned. Raises
+        :class:`~rlgear.ray_session.WorkerFailureError` when recreation is off
+        or ``workers.max_restarts`` is used up.
+        """
+        current = self._slots.get(worker_id)
+        if current is not failed_handle:
+            return current
+        self._remote.kill(failed_handle)
+        self._pending_metrics.pop(worker_id, None)  # its episodes died with it
+        self._remote.check_restart_allowed(worker_id, self.num_restarts, error)
+        self.num_restarts += 1
+        (handle,) = self._remote.start([worker_id], self.config).values()
+        self._slots[worker_id] = handle
+        self.sync_weights([worker_id])
+        return handle
+
+    def record_env_steps(self, worker_id: int, steps: int) -> None:
+        """Count env steps the learner received from a remote worker (reported by ``pop_metrics``).
+
+        Remote env steps are counted when their batch (or gradient) reaches
+        the learner, so requests lost with a dead worker are never counted.
+        """
+        if worker_id in self._delivered_steps:
+            self._delivered_steps[worker_id] += int(steps)
+
+    # --- per-worker work -------------------------------------------------------------
     def foreach_worker(self, fn: Callable[[Evaluator], Any]) -> list[Any]:
-        return [w.apply(fn) for w in self.workers()]
+        """``fn(evaluator)`` on the local and every remote evaluator (replaced ones are skipped)."""
+        return [result for _, result in self.foreach_worker_with_id(lambda _, w: fn(w))]
+
+    def foreach_worker_with_id(self, fn: Callable[[int, Evaluator], Any]) -> list[tuple[int, Any]]:
+        """``fn(worker_id, evaluator)`` everywhere; ``(worker_id, result)`` pairs, local first."""
+        out = [(0, fn(0, self.local_worker))]
+        if not self._slots:
+            return out
+        ray = self._remote.ray
+        calls = {
+            worker_id: (handle, handle.apply.remote(_bind_id(fn, worker_id)))
+            for worker_id, handle in sorted(self._slots.items())
+        }  # all workers at once, then collect in slot order
+        for worker_id, (handle, ref) in calls.items():
+            try:
+                out.append((worker_id, ray.get(ref)))
+            except Exception as err:
+                self._remote.raise_if_not_failure(err)
+                self.replace_worker(worker_id, handle, err)
+        return out
 
     def pop_metrics(self) -> Iterable[dict[str, Any]]:
-        return [w.pop_metrics() for w in self.workers()]
+        """Episodes finished and env steps taken since the last call, per worker.
+
+        Never waits longer than ``workers.metrics_timeout_s`` for a remote
+        worker: a late answer is kept and collected next time.
+        """
+        out = [self.local_worker.pop_metrics()]
+        if not self._slots:
+            return out
+        ray = self._remote.ray
+        refs = {}
+        for worker_id in self.remote_worker_ids:
+            handle = self._slots[worker_id]
+            ref, pending_handle = self._pending_metrics.pop(worker_id, (None, None))
+            if pending_handle is not handle:
+                ref = handle.pop_metrics.remote()
+            refs[ref] = (worker_id, handle)
+        ready, not_ready = ray.wait(
+            list(refs), num_returns=len(refs), timeout=self.config.workers.metrics_timeout_s
+        )
+        for ref in not_ready:
+            worker_id, handle = refs[ref]
+            self._pending_metrics[worker_id] = (ref, handle)
+            self.num_metrics_timeouts += 1
+        for ref in ready:
+            worker_id, handle = refs[ref]
+            try:
+                metrics = ray.get(ref)
+            except Exception as err:
+                self._remote.raise_if_not_failure(err)
+                self.replace_worker(worker_id, handle, err)
+                metrics = {"episodes": []}
+            metrics["env_steps"] = self._delivered_steps.get(worker_id, 0)
+            self._delivered_steps[worker_id] = 0
+            out.append(metrics)
+        for worker_id, _ in (refs[ref] for ref in not_ready):  # steps are counted even if episodes are late
+            out.append({"episodes": [], "env_steps": self._delivered_steps.get(worker_id, 0)})
+            self._delivered_steps[worker_id] = 0
+        return out
+
+    def fault_stats(self) -> dict[str, int]:
+        """Result keys about remote-worker failures (empty without remote workers)."""
+        if self.config.workers.num_workers == 0:
+            return {}
+        return {
+            "num_worker_restarts": self.num_restarts,
+            "num_dropped_requests": self.num_dropped_requests,
+            "num_metrics_timeouts": self.num_metrics_timeouts,
+            "num_healthy_workers": len(self.healthy_remote_ids()),
+        }
 
     def stop(self) -> None:
-        for worker in self.workers():
-            worker.stop()
+        self.local_worker.stop()
+        if self._slots:
+            # Let the workers close their envs (subprocesses of async vector envs) before the kill.
+            closing = [handle.stop.remote() for handle in self._slots.values()]
+            self._remote.ray.wait(closing, num_returns=len(closing), timeout=2.0)
+            for handle in self._slots.values():
+                self._remote.kill(handle)
+            self._slots = {}
+
+
+def _bind_id(fn: Callable[[int, Evaluator], Any], worker_id: int) -> Callable[[Evaluator], Any]:
+    def call(evaluator: Evaluator) -> Any:
+        return fn(worker_id, evaluator)
+
+    return call

@@ -40,6 +40,10 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
     never trigger a whole extra round. Returns the concatenated batch and the
     env steps (transitions) it holds.
     """
+    if getattr(workers, "remote_workers", None):  # remote workers sample, the local one only learns
+        from rlgear.async_ops import synchronous_remote_sample
+
+        return synchronous_remote_sample(workers, min_env_steps)
     per_round = sum(worker.steps_per_sample for worker in workers.workers())
     rounds = max(1, math.ceil(min_env_steps / per_round))
     batches: list[SampleBatch] = []
@@ -55,11 +59,20 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
 def parallel_rollouts(workers: Any, mode: str = "sync") -> Iterator[tuple[SampleBatch, int]]:
     """An endless stream of ``(batch, env_steps)``, one round over all workers per item.
 
-    ``mode="sync"`` waits for every worker each round (the only mode until
-    remote workers exist; ``async`` arrives with them).
+    ``mode="sync"`` waits for every worker each round; ``mode="async"`` yields
+    each remote worker's batch as soon as it arrives, keeping
+    ``workers.max_requests_in_flight_per_worker`` requests queued per worker
+    (:class:`rlgear.async_ops.AsyncSampler`).
     """
-    if mode != "sync":
-        raise ValueError(f"parallel_rollouts mode {mode!r} is not available; use 'sync'")
+    if mode not in ("sync", "async"):
+        raise ValueError(f"parallel_rollouts mode {mode!r} is not available; use 'sync' or 'async'")
+    if mode == "async":
+        from rlgear.async_ops import AsyncSampler
+
+        sampler = AsyncSampler(workers, workers.config.workers.max_requests_in_flight_per_worker)
+        while True:
+            for batch, steps, _ in sampler.get_ready():
+                yield batch, steps
     while True:
         yield synchronous_parallel_sample(workers, 0)
 

@@ -25,6 +25,7 @@ import yaml
 
 from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
+from rlgear import env as env_mod
 from rlgear import registry
 from rlgear.config import RunConfig
 from rlgear.errors import CheckpointError, ConfigError
@@ -147,13 +148,19 @@ def run(
             nonlocal interrupted
             interrupted = True
             trainer.request_stop()
+            env_mod.stop_requested.set()  # an env blocked waiting for clients gives up
             display.message(
                 "stopping after this training step and writing a checkpoint (Ctrl-C again to abort)"
             )
 
+        env_mod.stop_requested.clear()
         with interrupt_handler(on_interrupt):
             while True:
-                result = trainer.train()
+                try:
+                    result = trainer.train()
+                except env_mod.EnvInterrupted:  # nothing sampled since the last iteration: save and stop
+                    interrupted = True
+                    break
                 logger.log(result)
                 display.update(result)
                 reason = should_stop(result, config.stop)
@@ -170,7 +177,7 @@ def run(
         display.close()
         newest = ckpt.latest(run_dir)
         why = "interrupted" if interrupted else f"stop criterion met: {reason}"
-        display.message(f"done ({why}): {summary_line(result)}")
+        display.message(f"done ({why}): {summary_line(result) if result else 'no iteration finished'}")
         display.message(f"run folder: {run_dir}")
         if newest is not None:
             display.message(f"checkpoint: {newest}")

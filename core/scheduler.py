@@ -36,10 +36,36 @@ class Trial:
     last_result: dict[str, Any] = field(default_factory=dict)
     checkpoint: str | None = None
     num_failures: int = 0
+    #: The search-space values this trial took, ``{dotted path: value}`` (shown in the table).
+    values: dict[str, Any] = field(default_factory=dict)
+    logdir: str | None = None
+    #: The config the trial's last disk checkpoint was written with (a retry restores both).
+    checkpoint_config: dict[str, Any] | None = None
+    #: Times the trainer had to be destroyed and rebuilt (PBT: reset_config returned False).
+    num_recreations: int = 0
+    error: str | None = None
 
 
 class TrialRunnerView(Protocol):
+    """What schedulers may call on the trial runner."""
+
     def get_trials(self) -> list[Trial]: ...
+
+    def save_trial_to_memory(self, trial: Trial, time_attr_value: float) -> Any:
+        """Snapshot the trial's live trainer now (memory, with a disk fallback); returns a handle."""
+        ...
+
+    def exploit_trial(self, trial: Trial, checkpoint: Any, new_config: dict[str, Any]) -> bool:
+        """Give ``trial`` the config ``new_config`` and the weights of ``checkpoint``.
+
+        Done by ``reset_config`` + restore on the live trainer; returns False when
+        the trainer refused the new config and had to be recreated.
+        """
+        ...
+
+    def log_event(self, event: dict[str, Any]) -> None:
+        """Record a scheduler decision (an exploit ...) in the experiment's event log."""
+        ...
 
 
 class TrialScheduler(ABC):

@@ -38,6 +38,11 @@ class TimeStep:
     observation: np.ndarray  # [B, *obs_shape]
     prev_action: np.ndarray  # [B, *action_shape]
     env_id: np.ndarray  # int32 [B]
+    #: bool [B] or None (all valid). False marks a row that carries no env step: an
+    #: external env's empty slot, or the step where its client dropped mid-episode.
+    #: Such rows have step_type LAST; the evaluator never counts or trains on them and
+    #: discards the episode that was running in that env (see ``rlgear.evaluator``).
+    valid: np.ndarray | None = None
 
     @property
     def num_envs(self) -> int:

@@ -9,6 +9,7 @@ env-step counts, metrics, results, checkpoints and restore.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -39,6 +40,8 @@ from rlgear.spaces import space_from_json
 EVALUATION_WORKER_INDEX = 999
 # Config sections that reset_config may change on a live trainer.
 _RESETTABLE = ("training", "stop", "checkpoint", "logging")
+# Training keys that reset_config can't apply in place (they shape the optimizer object).
+_NEEDS_NEW_OPTIMIZER = ("optimizer", "adam_epsilon")
 
 
 class Trainer:
@@ -195,6 +198,7 @@ class Trainer:
             **self.metrics.stats(),
             "env_steps_per_s": steps_this_iter / elapsed if elapsed > 0 else 0.0,
         }
+        result.update(self.workers.fault_stats())  # num_worker_restarts ... (remote workers only)
         for key, value in learner_stats.items():
             result[f"learner/{key}"] = value
         interval = training.evaluation_interval
@@ -236,16 +240,22 @@ class Trainer:
         """Take new hyperparameters without rebuilding; False if the change needs a new trainer.
 
         Only ``training``, ``stop``, ``checkpoint`` and ``logging`` may change
-        in place (weights, optimizer state and envs are kept).
+        in place (weights, optimizer state and envs are kept), except the
+        optimizer's type and epsilon. Every loss and the learning rate read
+        ``policy.config`` at each step, so new values apply from the next step.
         """
         if isinstance(new_config, Mapping):
             new_config = config_mod.resolve(new_config, training_class=self.config_class)
         old, new = self.config.to_dict(), new_config.to_dict()
         if any(old[k] != new[k] for k in old if k not in _RESETTABLE):
             return False
+        if any(old["training"].get(k) != new["training"].get(k) for k in _NEEDS_NEW_OPTIMIZER):
+            return False  # the policy's optimizer object is built once, in setup
+        if new_config.rollout_fragment_length() != self.config.rollout_fragment_length():
+            return False  # the evaluators cut fragments of a length fixed when they were built
         self.config = new_config
-        for worker in self.workers.workers():
-            worker.apply(lambda w, c=new_config: setattr(w, "config", c) or w.policy.update_config(c))
+        self.workers.config = new_config  # a replacement for a failed remote worker starts with it
+        self.workers.foreach_worker(lambda w, c=new_config: setattr(w, "config", c) or w.policy.update_config(c))
         self.metrics.episodes = type(self.metrics.episodes)(
             self.metrics.episodes, maxlen=new_config.training.metrics_window
         )
@@ -296,6 +306,19 @@ class Trainer:
             if self.logdir is None:
                 raise CheckpointError("save() needs a checkpoint_dir when the trainer has no logdir")
             checkpoint_dir = self.logdir / ckpt.checkpoint_name(self.iteration)
+        snapshot = self.save_to_object()
+        path = ckpt.write(
+            checkpoint_dir, snapshot["arrays"], snapshot["state"], snapshot["config"], snapshot["metadata"]
+        )
+        self.hooks.hook.on_checkpoint(trainer=self, checkpoint_dir=str(path))
+        return str(path)
+
+    def save_to_object(self) -> dict[str, Any]:
+        """A checkpoint in memory: ``{"arrays", "state", "config", "metadata"}``, as ``save`` writes it.
+
+        Arrays are copies, so the snapshot stays valid while training goes on
+        (population-based training clones weights from these without touching disk).
+        """
         arrays, state = self.get_state()
         worker = self.workers.local_worker
         metadata = {
@@ -309,14 +332,26 @@ class Trainer:
             "python": platform.python_version(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        path = ckpt.write(checkpoint_dir, arrays, state, self.config.to_dict(), metadata)
-        self.hooks.hook.on_checkpoint(trainer=self, checkpoint_dir=str(path))
-        return str(path)
+        arrays = {key: np.array(value, copy=True) for key, value in arrays.items()}
+        return {
+            "arrays": arrays,
+            "state": copy.deepcopy(state),
+            "config": self.config.to_dict(),
+            "metadata": metadata,
+        }
 
     def restore(self, checkpoint_path: str | os.PathLike) -> None:
         """Continue from a checkpoint: weights, optimizer, counters, RNG and metrics window."""
         path = ckpt.resolve_path(checkpoint_path)
-        arrays, state, _, metadata = ckpt.read(path)
+        arrays, state, config, metadata = ckpt.read(path)
+        self.restore_from_object(
+            {"arrays": arrays, "state": state, "config": config, "metadata": metadata}, source=str(path)
+        )
+
+    def restore_from_object(self, snapshot: Mapping[str, Any], source: str = "checkpoint") -> None:
+        """Continue from what ``save_to_object`` (or a checkpoint folder) holds; the config is kept."""
+        path = source
+        arrays, state, metadata = snapshot["arrays"], snapshot["state"], snapshot["metadata"]
         if metadata.get("algorithm") != self.name:
             raise CheckpointError(
                 f"{path}: checkpoint of algorithm '{metadata.get('algorithm')}', this trainer is '{self.name}'"
@@ -362,9 +397,8 @@ class Trainer:
         self.workers.sync_weights()
         # Env internals can't be saved in general: restart envs with a seed that
         # depends on how often the run was restored, so a resumed run is reproducible.
-        for index, worker in enumerate(self.workers.workers()):
-            seed = env_seed(self.config.seed, index, self.restore_epoch)
-            worker.apply(lambda evaluator, s=seed: evaluator.reset(s))
+        seed, epoch = self.config.seed, self.restore_epoch
+        self.workers.foreach_worker_with_id(lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch)))
 
     def stop(self) -> None:
         """Release envs, processes and files."""

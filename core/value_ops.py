@@ -105,3 +105,78 @@ def generalized_advantage_estimation(
         advantages[t] = np.where(is_last[t], 0.0, deltas[t] + weights[t] * advantages[t + 1])
     advantages = advantages[:-1]
     return advantages if time_major else np.swapaxes(advantages, 0, 1) if advantages.ndim > 1 else advantages
+
+
+def vtrace(
+    log_rhos: np.ndarray,
+    rewards: np.ndarray,
+    values: np.ndarray,
+    step_types: np.ndarray,
+    discounts: np.ndarray,
+    clip_rho_threshold: float | None = 1.0,
+    clip_pg_rho_threshold: float | None = 1.0,
+    clip_c_threshold: float | None = 1.0,
+    lambda_: float = 1.0,
+    time_major: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace value targets and policy-gradient advantages (Espeholt et al. 2018, IMPALA, eq. 1-4).
+
+    The off-policy correction for experience collected by a behaviour policy
+    ``mu`` that lags behind the learner's target policy ``pi``. With
+    ``rho[t] = min(clip_rho_threshold, exp(log_rhos[t]))`` and
+    ``c[t] = lambda_ * min(clip_c_threshold, exp(log_rhos[t]))``::
+
+        delta[t] = rho[t] * (rewards[t+1] + discounts[t+1] * values[t+1] - values[t])
+        vs[t] = values[t] + delta[t] + discounts[t+1] * c[t] * (vs[t+1] - values[t+1])
+        pg_advantages[t] = rho_pg[t] * (rewards[t+1] + discounts[t+1] * vs[t+1] - values[t])
+
+    with ``rho_pg[t] = min(clip_pg_rho_threshold, exp(log_rhos[t]))``, starting
+    from ``vs[T-1] = values[T-1]`` (the bootstrap row). The layout is the ALF
+    one of the other functions here (``rewards[t]`` and ``discounts[t]`` arrive
+    with step ``t``; ``discounts`` already multiplied by gamma); at a LAST step
+    ``vs[t] = values[t]`` and ``pg_advantages[t] = 0`` (neither is learned) and
+    the recursion restarts, so a terminated episode adds nothing after its
+    LAST step and a truncated one bootstraps from its last value. On-policy
+    (``log_rhos = 0``, thresholds >= 1) ``vs - values`` is the GAE(``lambda_``)
+    advantage, and with ``lambda_=1`` ``vs`` is :func:`discounted_return`.
+
+    Args:
+        log_rhos: ``log pi(a_t|x_t) - log mu(a_t|x_t)`` of the action taken at
+            step ``t`` (the value in the bootstrap row is not used).
+        rewards, values, step_types, discounts: as in :func:`discounted_return`.
+        clip_rho_threshold: rho-bar, clips the importance weights of the value
+            targets (None: no clipping).
+        clip_pg_rho_threshold: clips the importance weights of the
+            policy-gradient advantages (None: no clipping).
+        clip_c_threshold: c-bar, clips the trace-cutting coefficients (None: no clipping).
+        lambda_: extra trace discount (Remark 2 of the paper; 1 is plain V-trace).
+        time_major: inputs ``[T]`` or ``[T, B]`` if True, else ``[B, T]``.
+    Returns:
+        ``(vs, pg_advantages)``, each ``[T-1, ...]`` (``[B, T-1]`` when ``time_major=False``).
+    """
+    _check_shapes(rewards, values, step_types, discounts, time_major)
+    if np.shape(log_rhos) != np.shape(rewards):
+        raise ValueError(f"log_rhos has shape {np.shape(log_rhos)}, rewards has {np.shape(rewards)}")
+    log_rhos, rewards, values, step_types, discounts = _to_time_major(
+        [np.asarray(x) for x in (log_rhos, rewards, values, step_types, discounts)], time_major
+    )
+    is_last = step_types == StepType.LAST
+    dtype = np.result_type(rewards.dtype, values.dtype, log_rhos.dtype, np.float32)
+    rhos = np.exp(log_rhos[:-1].astype(dtype))
+
+    def clipped(threshold: float | None) -> np.ndarray:
+        return rhos if threshold is None else np.minimum(threshold, rhos)
+
+    cs = lambda_ * clipped(clip_c_threshold)
+    deltas = clipped(clip_rho_threshold) * (rewards[1:] + discounts[1:] * values[1:] - values[:-1])
+    vs_minus_v = np.zeros(values.shape, dtype=dtype)
+    for t in range(values.shape[0] - 2, -1, -1):
+        accumulated = deltas[t] + discounts[t + 1] * cs[t] * vs_minus_v[t + 1]
+        vs_minus_v[t] = np.where(is_last[t], 0.0, accumulated)
+    vs_full = values + vs_minus_v
+    pg_advantages = clipped(clip_pg_rho_threshold) * (rewards[1:] + discounts[1:] * vs_full[1:] - values[:-1])
+    pg_advantages = np.where(is_last[:-1], 0.0, pg_advantages).astype(dtype)
+    vs = vs_full[:-1].astype(dtype)
+    if not time_major and vs.ndim > 1:
+        vs, pg_advantages = np.swapaxes(vs, 0, 1), np.swapaxes(pg_advantages, 0, 1)
+    return vs, pg_advantages

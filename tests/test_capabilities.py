@@ -21,7 +21,7 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
     assert caps == {
         "discrete": True,
         "continuous": True,
-        "backends": ["torch"],
+        "backends": ["tf", "torch"],
         "multi_agent": False,
         "recurrent": False,
     }
@@ -41,7 +41,7 @@ def test_unsupported_backend_fails_before_any_env_is_built(tmp_path, monkeypatch
     built = []
     monkeypatch.setattr("rlgear.evaluator.Evaluator.__init__", lambda *a, **k: built.append(1))
     config = config_mod.resolve(small_config(tmp_path, backend="jax"))
-    with pytest.raises(UnsupportedError, match="does not support backend 'jax' \\(supported: torch\\)"):
+    with pytest.raises(UnsupportedError, match="does not support backend 'jax' \\(supported: tf, torch\\)"):
         PPO(config)
     assert built == []
 

@@ -112,8 +112,8 @@ CASES = {
         ["--set stop.timestep_total=1000: stop.timestep_total: not a result key"],
     ),
     "unsupported-backend": lambda p: (
-        train(p, VALID + "backend: tf\n"),
-        ["algorithm 'ppo' does not support backend 'tf'", "supported: torch"],
+        train(p, VALID + "backend: jax\n"),
+        ["algorithm 'ppo' does not support backend 'jax'", "supported: tf, torch"],
     ),
     "resume-not-a-run": lambda p: (
         train(p, VALID, "--resume", str(folder(p / "not-a-run"))),

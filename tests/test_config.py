@@ -506,10 +506,14 @@ def test_out_of_range_values_are_rejected_with_their_key_path(sections, path):
     assert message.startswith(f"{SOURCE}: {path}: expected")
 
 
-def test_remote_workers_are_refused_with_an_explanation():
-    message = error_of(base(workers={"num_workers": 2}))
-    assert "workers.num_workers" in message
-    assert "use 0" in message
+def test_remote_worker_keys_are_validated_with_their_key_path():
+    config = C.resolve(base(workers={"num_workers": 2, "ray": {"address": "auto"}}), SOURCE)
+    assert config.workers.num_workers == 2 and config.workers.ray.address == "auto"
+    assert config.workers.recreate_failed is True
+    assert error_of(base(workers={"ray": {"adress": "auto"}})).startswith(
+        f"{SOURCE}: workers.ray.adress: unknown key; did you mean 'address'?"
+    )
+    assert error_of(base(workers={"max_restarts": -1})).startswith(f"{SOURCE}: workers.max_restarts: expected")
 
 
 def test_boundary_values_are_accepted():

@@ -48,8 +48,10 @@ def test_synchronous_sample_takes_whole_rounds_up_to_the_requested_steps(workers
 def test_parallel_rollouts_yield_one_round_per_item(workers):
     items = list(itertools.islice(parallel_rollouts(workers), 3))
     assert [steps <= 10 for _, steps in items] == [True, True, True]
+    _, steps = next(parallel_rollouts(workers, mode="async"))  # no remote workers: the local one samples
+    assert 0 < steps <= 10
     with pytest.raises(ValueError, match="async"):
-        next(parallel_rollouts(workers, mode="async"))
+        next(parallel_rollouts(workers, mode="fast"))
 
 
 def test_concat_batches_reaches_the_minimum_env_steps_and_loses_nothing():

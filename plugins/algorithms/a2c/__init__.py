@@ -1,7 +1,7 @@
 """A2C: synchronous advantage actor-critic (Mnih et al. 2016, synchronous variant).
 
 Framework-free parts live here (config, postprocessing, training step); the
-loss lives in one module per backend (``torch_policy``), imported only when a
+loss lives in one module per backend (``torch_policy``, ``tf_policy``), imported only when a
 run uses that backend.
 """
 

@@ -29,7 +29,10 @@ class A2C(Trainer):
     name = "a2c"
     description = "Synchronous advantage actor-critic (n-step/GAE), discrete and continuous actions"
     config_class = A2CConfig
-    policies = {"torch": "rlgear.plugins.algorithms.a2c.torch_policy:A2CTorchPolicy"}
+    policies = {
+        "tf": "rlgear.plugins.algorithms.a2c.tf_policy:A2CTFPolicy",
+        "torch": "rlgear.plugins.algorithms.a2c.torch_policy:A2CTorchPolicy",
+    }
     action_spaces = frozenset({"discrete", "continuous"})
 
     @staticmethod

@@ -4,7 +4,7 @@ Double Q (van Hasselt et al. 2016), dueling heads (Wang et al. 2016), n-step
 returns and prioritized replay (Schaul et al. 2016) are config switches, so
 Rainbow-style combinations (Hessel et al. 2018) are configs, not classes.
 Framework-free parts live here (config, postprocessing, training step); the
-network and loss live in one module per backend (``torch_policy``), imported
+network and loss live in one module per backend (``torch_policy``, ``tf_policy``), imported
 only when a run uses that backend.
 """
 

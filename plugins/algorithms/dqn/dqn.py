@@ -62,7 +62,10 @@ class DQN(Trainer):
         "prioritized replay; discrete actions"
     )
     config_class = DQNConfig
-    policies = {"torch": "rlgear.plugins.algorithms.dqn.torch_policy:DQNTorchPolicy"}
+    policies = {
+        "tf": "rlgear.plugins.algorithms.dqn.tf_policy:DQNTFPolicy",
+        "torch": "rlgear.plugins.algorithms.dqn.torch_policy:DQNTorchPolicy",
+    }
     action_spaces = frozenset({"discrete"})
 
     @staticmethod

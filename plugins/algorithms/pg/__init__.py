@@ -1,7 +1,7 @@
 """PG: REINFORCE (Williams 1992), optionally with a learned value baseline.
 
 Framework-free parts live here (config, postprocessing, training step); the
-loss lives in one module per backend (``torch_policy``), imported only when a
+loss lives in one module per backend (``torch_policy``, ``tf_policy``), imported only when a
 run uses that backend.
 """
 

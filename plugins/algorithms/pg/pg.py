@@ -53,7 +53,10 @@ class PG(Trainer):
     name = "pg"
     description = "REINFORCE policy gradient with an optional value baseline, discrete and continuous actions"
     config_class = PGConfig
-    policies = {"torch": "rlgear.plugins.algorithms.pg.torch_policy:PGTorchPolicy"}
+    policies = {
+        "tf": "rlgear.plugins.algorithms.pg.tf_policy:PGTFPolicy",
+        "torch": "rlgear.plugins.algorithms.pg.torch_policy:PGTorchPolicy",
+    }
     action_spaces = frozenset({"discrete", "continuous"})
 
     def setup(self, config: RunConfig) -> None:

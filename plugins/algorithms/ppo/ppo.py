@@ -22,7 +22,10 @@ class PPO(Trainer):
     name = "ppo"
     description = "Proximal Policy Optimization (clipped surrogate, GAE), discrete and continuous actions"
     config_class = PPOConfig
-    policies = {"torch": "rlgear.plugins.algorithms.ppo.torch_policy:PPOTorchPolicy"}
+    policies = {
+        "tf": "rlgear.plugins.algorithms.ppo.tf_policy:PPOTFPolicy",
+        "torch": "rlgear.plugins.algorithms.ppo.torch_policy:PPOTorchPolicy",
+    }
     action_spaces = frozenset({"discrete", "continuous"})
 
     @staticmethod

@@ -157,6 +157,55 @@ class TorchPolicy(Policy):
         out["num_grad_updates"] = float(self.num_grad_updates)
         return out
 
+    # --- asynchronous gradients (A3C): computed on a worker, applied by the learner ---
+    def compute_gradients(self, batch: SampleBatch) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        """Gradients of ``loss()`` on the whole batch, without changing the weights.
+
+        Returned as numpy under the framework-neutral names and layout of
+        :meth:`get_weights` (kernels ``[in, out]``), so they cross processes
+        and backends like weights do. Not clipped: :meth:`apply_gradients`
+        clips with ``training.grad_clip``, where the learner applies them.
+        """
+        tensors = self.to_tensors(batch, self.loss_columns)
+        loss, stats = self.loss(tensors)
+        self.optimizer.zero_grad()
+        loss.backward()
+        grads: dict[str, np.ndarray] = {}
+        norms = []
+        for name, param in self.model.named_parameters():
+            if param.grad is None:
+                continue
+            value = param.grad.detach()
+            norms.append(value.norm())
+            value = value.numpy()
+            if self._is_kernel(name) and value.ndim == 2:
+                value = value.T
+            grads[self._weight_names[name]] = np.ascontiguousarray(value).copy()
+        self.optimizer.zero_grad()
+        out = {key: float(value) for key, value in stats.items()}
+        out["total_loss"] = float(loss.detach())
+        out["grad_gnorm"] = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        return grads, out
+
+    def apply_gradients(self, grads: dict[str, np.ndarray]) -> None:
+        """One optimizer step with ``grads`` from :meth:`compute_gradients` (clipped per ``grad_clip``).
+
+        Every parameter's gradient must be present with the weight's shape;
+        the check runs before anything changes.
+        """
+        converted = self._torch_layout(grads)  # names and shapes checked first
+        self.optimizer.lr = self._current_lr()
+        self.optimizer.zero_grad()
+        for name, param in self.model.named_parameters():
+            param.grad = torch.from_numpy(np.array(converted[name], dtype=np.float32, order="C"))  # a copy: may be read-only
+        grad_clip = self.config.training.grad_clip
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.optimizer.params, grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        self.num_grad_updates += 1
+        self.weights_version += 1
+
     # --- weights and state --------------------------------------------------
     def _neutral_names(self) -> dict[str, str]:
         names = self.model.weight_names() if hasattr(self.model, "weight_names") else {}

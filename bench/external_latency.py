@@ -1,0 +1,176 @@
+"""Action round-trip latency and aggregate steps/s of the external env over loopback.
+
+    python bench/external_latency.py                 # 1, 8 and 32 clients
+    python bench/external_latency.py --clients 32 --seconds 10
+
+Server: an rlgear Evaluator (PPO policy, 64x64 tanh MLP, numpy inference as in
+training) sampling from ``env.adapter: external`` with one slot per client, in
+this process; no learning, so the figures are the serving path alone.
+
+Clients: light, in separate processes (``--procs``, default min(clients, 4)).
+Each process drives its share of the connections from one thread with a
+selector and ``rlgear.wire`` (a real socket and handshake per client, the same
+frames rlgear.client sends), so 32 clients do not need 32 Python processes on
+a 2-core machine. A client's "env" returns a random observation and ends its
+episode every 200 steps. Latency = time from sending ``start``/``step`` to
+receiving the reply, per request, over every client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import selectors
+import socket
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+OBS_SPACE = {"type": "Box", "shape": [4], "dtype": "float32", "low": ["-inf"] * 4, "high": ["inf"] * 4}
+EPISODE_LEN = 200
+
+
+def client_process(address: str, n: int, seconds: float, warmup: float, out: mp.Queue) -> None:
+    from rlgear.wire import FrameDecoder, encode
+
+    host, port = address.rsplit(":", 1)
+    rng = np.random.default_rng(os.getpid())
+    sel = selectors.DefaultSelector()
+    conns = []
+    for j in range(n):
+        sock = socket.create_connection((host, int(port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(encode("hello", {"protocol": 1, "token": None}))
+        decoder = FrameDecoder()
+        while not (msgs := decoder.feed(sock.recv(65536))):
+            pass
+        assert msgs[0].type == "welcome", msgs[0].header
+        sock.setblocking(False)
+        conn = {"sock": sock, "decoder": decoder, "t": 0, "sent": 0.0, "id": j}
+        sel.register(sock, selectors.EVENT_READ, conn)
+        conns.append(conn)
+
+    def request(conn):
+        obs = rng.standard_normal(4).astype(np.float32)
+        if conn["t"] == 0:
+            frame = encode("start", None, {"observation": obs})
+        else:
+            frame = encode(
+                "step", {"reward": 1.0, "terminated": conn["t"] >= EPISODE_LEN}, {"observation": obs}
+            )
+        conn["sent"] = time.perf_counter()
+        conn["sock"].sendall(frame)
+
+    for conn in conns:
+        request(conn)
+    latencies: list[float] = []
+    start = time.perf_counter()
+    measure_from, end = start + warmup, start + warmup + seconds
+    actions = 0
+    while True:
+        now = time.perf_counter()
+        if now > end:
+            break
+        for key, _ in sel.select(0.5):
+            conn = key.data
+            for msg in conn["decoder"].feed(conn["sock"].recv(65536)):
+                done = time.perf_counter()
+                if done > measure_from:
+                    latencies.append(done - conn["sent"])
+                    actions += msg.type == "action"
+                conn["t"] = 0 if msg.type == "episode_end" else conn["t"] + 1
+                request(conn)
+    for conn in conns:
+        conn["sock"].close()
+    out.put((latencies, actions))
+
+
+def serve(num_clients: int, address_file: str, seconds: float, procs: int, seed: int = 0) -> dict:
+    from rlgear import config as config_mod
+    from rlgear import registry
+    from rlgear.evaluator import Evaluator
+
+    config = config_mod.resolve(
+        {
+            "algorithm": "ppo",
+            "seed": seed,
+            "env": {
+                "adapter": "external",
+                "name": "bench",
+                "kwargs": {
+                    "port": 0,
+                    "address_file": address_file,
+                    "min_clients": num_clients,
+                    "observation_space": OBS_SPACE,
+                    "action_space": {"type": "Discrete", "n": 2},
+                },
+            },
+            "model": {"hidden_sizes": [64, 64]},
+            "workers": {"num_envs_per_worker": num_clients, "rollout_fragment_length": 64},
+            "training": {"train_batch_size": 64 * num_clients},
+            "logging": {"progress": "none", "tensorboard": False},
+        }
+    )
+    trainer_cls = registry.load_algorithm("ppo")
+    registry.load_backend("torch")().setup(1, seed)
+    evaluator = Evaluator(config, trainer_cls.policy_class("torch"), registry.load_env_adapter("external"))
+    host, port = evaluator.env.server.address
+    queue: mp.Queue = mp.Queue()
+    shares = [num_clients // procs + (i < num_clients % procs) for i in range(procs)]
+    workers = [
+        mp.Process(target=client_process, args=(f"{host}:{port}", k, seconds, 1.0, queue))
+        for k in shares
+        if k
+    ]
+    for w in workers:
+        w.start()
+    deadline = time.perf_counter() + seconds + 1.5
+    while time.perf_counter() < deadline:
+        evaluator.sample()
+    evaluator.env.server.poll(0.0)
+    results = [queue.get(timeout=60) for _ in workers]
+    for w in workers:
+        w.join(10)
+    evaluator.stop()
+    latencies = np.concatenate([np.asarray(lat) for lat, _ in results]) * 1e3
+    actions = sum(a for _, a in results)
+    return {
+        "clients": num_clients,
+        "client_procs": len(workers),
+        "p50_ms": float(np.percentile(latencies, 50)),
+        "p99_ms": float(np.percentile(latencies, 99)),
+        "steps_per_s": actions / seconds,
+        "requests": int(latencies.size),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--procs", type=int, default=None, help="client processes (default min(clients, 4))")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    for n in args.clients:
+        with tempfile.TemporaryDirectory() as tmp:
+            procs = args.procs or min(n, 4)
+            rows.append(serve(n, os.path.join(tmp, "address"), args.seconds, procs))
+        r = rows[-1]
+        print(
+            f"{r['clients']:>3} clients ({r['client_procs']} procs): p50 {r['p50_ms']:.2f} ms  "
+            f"p99 {r['p99_ms']:.2f} ms  {r['steps_per_s']:,.0f} steps/s",
+            file=sys.stderr,
+        )
+    if args.json:
+        print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Client of an rlgear policy server (``env.adapter: external``): numpy + standard library only.
+
+Your environment runs wherever it runs and asks the learner for actions::
+
+    from rlgear.client import Client
+
+    client = Client("127.0.0.1:9900", token=None)
+    action = client.init(observation)                 # starts an episode
+    while True:
+        observation, reward, terminated, truncated, _ = env.step(action)
+        action = client.send(reward, observation, terminated, truncated)
+        if terminated or truncated:                   # action is None: the episode is over
+            observation, _ = env.reset()
+            action = client.init(observation)
+
+When the connection drops, the client reconnects with exponential backoff
+(and jitter) and continues: the server has discarded the unfinished episode,
+so the observation in hand starts a new one there. Errors that retrying
+cannot fix (wrong token, wrong observation shape) raise
+:class:`~rlgear.wire.ServerError`. The wire format is ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import time
+from typing import Any
+
+import numpy as np
+
+from rlgear.spaces import Discrete, Space, space_from_json
+from rlgear.wire import (
+    PROTOCOL_VERSION,
+    ErrorCode,
+    Message,
+    ServerError,
+    WireError,
+    encode,
+    recv_message,
+)
+
+#: Error codes worth retrying (elsewhere or later): the server is busy or restarting.
+RETRYABLE = {ErrorCode.SERVER_FULL, ErrorCode.OVERLOADED, ErrorCode.SHUTTING_DOWN, ErrorCode.TIMEOUT}
+
+
+def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
+    if isinstance(address, tuple):
+        return address[0], int(address[1])
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"address must be 'host:port', got {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class Client:
+    """One environment connected to a policy server; one request in flight at a time.
+
+    Args:
+        address: ``"host:port"`` or ``(host, port)``.
+        token: the server's token, if it has one.
+        reconnect_timeout_s: give up reconnecting after this long (raises ``ConnectionError``).
+        backoff_s: ``(first, max)`` delay between reconnection attempts (doubling, with jitter).
+        timeout_s: socket timeout per reply; None waits as long as the learner trains.
+    """
+
+    def __init__(
+        self,
+        address: str | tuple[str, int],
+        token: str | None = None,
+        *,
+        reconnect_timeout_s: float = 60.0,
+        backoff_s: tuple[float, float] = (0.05, 2.0),
+        timeout_s: float | None = None,
+    ):
+        self.address = parse_address(address)
+        self.token = token
+        self.reconnect_timeout_s = reconnect_timeout_s
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self.sock: socket.socket | None = None
+        self.observation_space: Space | None = None
+        self.action_space: Space | None = None
+        self.slot: int | None = None
+        self.max_message_bytes = 1 << 20
+        self.reconnects = 0
+        self._in_episode = False
+        self._connect_with_backoff()
+
+    # --- public API -------------------------------------------------------------
+    def init(self, observation: Any) -> Any:
+        """Start an episode with its first observation; returns the first action."""
+        if self._in_episode:
+            raise RuntimeError("init() during an episode: end it with send(..., terminated/truncated=True)")
+        return self._episode_request("start", {}, observation)
+
+    def send(self, reward: float, observation: Any, terminated: bool = False, truncated: bool = False) -> Any:
+        """Report a step's reward and new observation; returns the next action.
+
+        With ``terminated`` or ``truncated`` the episode ends and None is
+        returned. Called again after that (instead of ``init``), it starts a
+        new episode with ``observation`` (``reward`` is ignored).
+        """
+        if not self._in_episode:
+            return self.init(observation)
+        fields = {"reward": float(reward), "terminated": bool(terminated), "truncated": bool(truncated)}
+        return self._episode_request("step", fields, observation)
+
+    def metrics(self) -> dict[str, Any]:
+        """Server-wide and per-client counters (``{"server": {...}, "client": {...}}``)."""
+        reply = self._request(encode("metrics"), reconnect=True)
+        return {k: v for k, v in reply.header.items() if k != "type"}
+
+    def disconnect(self) -> None:
+        """Say goodbye and close (an unfinished episode is discarded by the server)."""
+        if self.sock is None:
+            return
+        try:
+            self.sock.sendall(encode("bye"))
+            recv_message(self.sock, self.max_message_bytes)
+        except (OSError, WireError):
+            pass
+        finally:
+            self._close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.disconnect()
+
+    # --- internals --------------------------------------------------------------
+    def _episode_request(self, kind: str, fields: dict[str, Any], observation: Any) -> Any:
+        assert self.observation_space is not None
+        obs = np.asarray(observation, dtype=self.observation_space.dtype)
+        if obs.shape != tuple(self.observation_space.shape):
+            raise ValueError(
+                f"observation shape {obs.shape}, the server expects {self.observation_space.shape}"
+            )
+        frame = encode(kind, fields, {"observation": obs})
+        reconnects = self.reconnects
+        reply = self._request(frame, reconnect=True)
+        if self.reconnects != reconnects and kind == "step":
+            # the server discarded the episode with the old connection: this observation starts a new one
+            self._in_episode = False
+            if fields.get("terminated") or fields.get("truncated"):
+                return None
+            reply = self._request(encode("start", None, {"observation": obs}), reconnect=True)
+            kind = "start"
+        if reply.type == "episode_end":
+            self._in_episode = False
+            return None
+        self._in_episode = True
+        action = reply.arrays["action"]
+        return int(action) if isinstance(self.action_space, Discrete) else action
+
+    def _request(self, frame: bytes, reconnect: bool) -> Message:
+        while True:
+            try:
+                if self.sock is None:
+                    raise ConnectionError("not connected")
+                self.sock.sendall(frame)
+                reply = recv_message(self.sock, self.max_message_bytes)
+            except (OSError, ConnectionError, WireError) as err:
+                if not reconnect:
+                    raise
+                self._close()
+                self._connect_with_backoff(err)
+                continue
+            if reply.type == "error":
+                self._close()
+                code = int(reply.header.get("code", 0))
+                if code in RETRYABLE and reconnect:
+                    self._connect_with_backoff()
+                    continue
+                raise ServerError(code, str(reply.header.get("name")), str(reply.header.get("message")))
+            return reply
+
+    def _connect_with_backoff(self, cause: BaseException | None = None) -> None:
+        deadline = time.monotonic() + self.reconnect_timeout_s
+        delay = self.backoff_s[0]
+        first = self.sock is None and self.observation_space is None
+        while True:
+            try:
+                self._connect()
+                if not first:
+                    self.reconnects += 1
+                self._in_episode = False
+                return
+            except ServerError as err:
+                if err.code not in RETRYABLE:
+                    raise
+                cause = err
+            except (OSError, WireError) as err:
+                cause = err
+            self._close()
+            if time.monotonic() + delay > deadline:
+                raise ConnectionError(
+                    f"could not reach the policy server at {self.address[0]}:{self.address[1]} "
+                    f"within {self.reconnect_timeout_s:g} s: {cause}"
+                ) from cause
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, self.backoff_s[1])
+
+    def _connect(self) -> None:
+        sock = socket.create_connection(self.address, timeout=10.0)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock
+        sock.sendall(encode("hello", {"protocol": PROTOCOL_VERSION, "token": self.token}))
+        reply = recv_message(sock, self.max_message_bytes)
+        if reply.type == "error":
+            raise ServerError(
+                int(reply.header.get("code", 0)),
+                str(reply.header.get("name")),
+                str(reply.header.get("message")),
+            )
+        if reply.type != "welcome":
+            raise WireError(ErrorCode.OUT_OF_ORDER, f"expected welcome, got {reply.type!r}")
+        self.observation_space = space_from_json(reply.header["observation_space"])
+        self.action_space = space_from_json(reply.header["action_space"])
+        self.slot = int(reply.header["slot"])
+        self.max_message_bytes = max(self.max_message_bytes, int(reply.header.get("max_message_bytes", 0)))
+        sock.settimeout(self.timeout_s)
+
+    def _close(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.sock = None

@@ -1,0 +1,159 @@
+"""The one place rlgear starts, attaches to and stops Ray.
+
+Ray is optional: nothing here imports it at module import time, and a run
+with no remote workers (the embedded default) never calls into this module.
+Remote workers, async ops and the Ray trial executor all call
+:func:`init_ray` so that a run gets one quiet Ray session, started with the
+run's CPU budget, or attached to a cluster the user already runs.
+
+Ray's own failures that a user can fix (no cluster at the address, not
+enough CPUs, Ray not installed) are raised as :class:`RayResourceError` /
+:class:`RaySessionError`, whose messages say what was asked for and what the
+cluster has.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from rlgear.errors import PluginError, RLGearError
+
+#: Environment set before Ray starts: no token-auth warning on every init
+#: (DEPENDENCY-NOTES.md), no usage-stats prompt.
+_QUIET_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+_started_here = False  # True when init_ray started the session (and so may shut it down)
+
+
+class RaySessionError(RLGearError):
+    """Ray could not be started or attached to."""
+
+
+class RayResourceError(RLGearError):
+    """The workers asked for more CPUs/GPUs than the Ray cluster has."""
+
+
+class WorkerFailureError(RLGearError):
+    """Remote workers kept failing (more restarts than ``workers.max_restarts``, or recreation off)."""
+
+
+def import_ray() -> Any:
+    """``import ray``, or a PluginError with the install hint when it is missing."""
+    try:
+        import ray
+    except ImportError as err:
+        raise PluginError(
+            "remote workers (workers.num_workers > 0) need Ray, which is not installed: "
+            "pip install 'rlgear[ray]' (or set workers.num_workers: 0 to sample in the driver process)"
+        ) from err
+    return ray
+
+
+def init_ray(
+    *,
+    num_cpus: int,
+    address: str | None = None,
+    object_store_memory: int | None = None,
+    quiet: bool = True,
+) -> None:
+    """Start a local Ray with ``num_cpus`` CPUs, or attach to the cluster at ``address``.
+
+    Idempotent: when Ray is already initialized in this process (by an earlier
+    call, a test fixture or the user's own ``ray.init``), the running session
+    is used as it is. ``address='auto'`` attaches to a cluster started with
+    ``ray start``; ``num_cpus`` and ``object_store_memory`` then belong to the
+    cluster, not to this call. ``quiet`` keeps the dashboard off and worker
+    logs out of the driver's terminal.
+    """
+    global _started_here
+    for key, value in _QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    ray = import_ray()
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": not quiet,
+        "logging_level": logging.WARNING if quiet else logging.INFO,
+    }
+    if address is None:
+        kwargs["num_cpus"] = max(1, int(num_cpus))
+        if object_store_memory is not None:
+            kwargs["object_store_memory"] = int(object_store_memory)
+    else:
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as err:
+        raise RaySessionError(
+            f"workers.ray.address: no Ray cluster found at '{address}' ({err}); start one with "
+            "'ray start --head', or remove workers.ray.address to start a local Ray for this run"
+        ) from err
+    except ValueError as err:  # e.g. object_store_memory below Ray's minimum
+        raise RaySessionError(f"workers.ray: Ray refused the settings: {err}") from err
+    except RuntimeError as err:
+        raise RaySessionError(f"could not start Ray: {err}") from err
+    _started_here = address is None
+
+
+def shutdown_ray(force: bool = False) -> None:
+    """Stop the Ray session if :func:`init_ray` started it (or always, with ``force``).
+
+    A session the user (or a cluster) owns is left running: only our
+    connection to it is closed when ``force`` is set.
+    """
+    global _started_here
+    if not (_started_here or force):
+        return
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+    _started_here = False
+
+
+def cluster_resources() -> dict[str, float]:
+    """The cluster's total resources (``CPU``, ``GPU``, ...), as Ray reports them."""
+    return dict(import_ray().cluster_resources())
+
+
+def check_resources(num_workers: int, num_cpus_per_worker: float, num_gpus_per_worker: float) -> None:
+    """Fail early, with numbers, when the workers can never fit on the cluster.
+
+    Ray itself would only queue the actors forever with a warning in its logs.
+    """
+    total = cluster_resources()
+    for name, per_worker, unit in (
+        ("CPU", num_cpus_per_worker, "CPU"),
+        ("GPU", num_gpus_per_worker, "GPU"),
+    ):
+        if per_worker <= 0:
+            continue
+        needed = num_workers * per_worker
+        have = total.get(name, 0.0)
+        if needed > have:
+            raise RayResourceError(
+                f"workers: asked for {num_workers} workers x {_number(per_worker)} {unit}, "
+                f"the cluster has {_number(have)} {unit}s; lower workers.num_workers or "
+                f"workers.num_{unit.lower()}s_per_worker, or attach to a bigger cluster "
+                "(workers.ray.address)"
+            )
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def is_actor_failure(err: BaseException) -> bool:
+    """True when ``err`` says a Ray actor (a remote worker) died or became unreachable."""
+    ray = import_ray()
+    exceptions = ray.exceptions
+    kinds = tuple(
+        getattr(exceptions, name)
+        for name in ("RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError")
+        if hasattr(exceptions, name)
+    )
+    return isinstance(err, kinds)

@@ -1,0 +1,152 @@
+"""Trial executors: where trials' trainers live and how their iterations are run.
+
+The :class:`~rlgear.tune.runner.TrialRunner` asks an executor to start a trial
+(build its trainer, optionally restore it), to run one more iteration, and for
+the next finished iteration of any trial. Two executors:
+
+* :class:`LocalExecutor` (the default): every trainer lives in this process
+  and trials take turns, one iteration each (time slicing). No Ray needed.
+* :class:`~rlgear.tune.ray_executor.RayExecutor`: each trial is a Ray actor
+  with its CPUs; trials wait PENDING while the cluster is full.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from rlgear import registry
+from rlgear.config import RunConfig
+from rlgear.scheduler import Trial
+
+
+class TrialExecutor:
+    """The contract both executors implement (the runner calls nothing else)."""
+
+    #: Seconds spent inside ``Trainer.train()`` (for the runner-overhead benchmark).
+    train_time_s: float = 0.0
+
+    def has_resources(self, trial: Trial, config: RunConfig) -> bool:
+        raise NotImplementedError
+
+    def start_trial(self, trial: Trial, config: RunConfig) -> None:
+        """Build the trial's trainer (errors propagate: the runner counts them as trial failures)."""
+        raise NotImplementedError
+
+    def continue_training(self, trial: Trial) -> None:
+        """Schedule one more iteration of a started trial."""
+        raise NotImplementedError
+
+    def in_flight(self) -> int:
+        """Iterations scheduled and not yet returned."""
+        raise NotImplementedError
+
+    def get_next_result(self) -> tuple[Trial, dict[str, Any] | BaseException]:
+        """The next finished iteration: ``(trial, result)``, or ``(trial, exception)`` if it raised."""
+        raise NotImplementedError
+
+    def save(self, trial: Trial, checkpoint_dir: str | None = None) -> str:
+        raise NotImplementedError
+
+    def restore(self, trial: Trial, path: str) -> None:
+        raise NotImplementedError
+
+    def save_to_object(self, trial: Trial) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def restore_from_object(self, trial: Trial, snapshot: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def reset_config(self, trial: Trial, config: RunConfig) -> bool:
+        raise NotImplementedError
+
+    def stop_trial(self, trial: Trial) -> None:
+        """Release the trial's trainer (never raises: a dead trainer is already stopped)."""
+        raise NotImplementedError
+
+    def is_live(self, trial: Trial) -> bool:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        """Stop every trainer still alive."""
+
+
+class LocalExecutor(TrialExecutor):
+    """Trainers in this process; ``get_next_result`` runs the next queued trial's ``train()``."""
+
+    def __init__(self, max_concurrent: int = 0, hooks: Iterable[Any] = ()):
+        self.max_concurrent = max_concurrent
+        self.hooks = list(hooks)
+        self.trainers: dict[str, Any] = {}
+        self._trials: dict[str, Trial] = {}
+        self._queue: deque[str] = deque()
+        self.train_time_s = 0.0
+
+    def has_resources(self, trial: Trial, config: RunConfig) -> bool:
+        return not self.max_concurrent or len(self.trainers) < self.max_concurrent
+
+    def start_trial(self, trial: Trial, config: RunConfig) -> None:
+        trainer_cls = registry.load_algorithm(config.algorithm)
+        self.trainers[trial.trial_id] = trainer_cls(config, hooks=self.hooks, logdir=trial.logdir)
+        self._trials[trial.trial_id] = trial
+
+    def continue_training(self, trial: Trial) -> None:
+        self._queue.append(trial.trial_id)
+
+    def in_flight(self) -> int:
+        return len(self._queue)
+
+    def get_next_result(self) -> tuple[Trial, dict[str, Any] | BaseException]:
+        trial_id = self._queue.popleft()
+        trial = self._trials[trial_id]
+        start = time.perf_counter()
+        try:
+            return trial, self.trainers[trial_id].train()
+        except Exception as err:  # a trial's failure is the runner's to handle (retry or ERROR)
+            return trial, err
+        finally:
+            self.train_time_s += time.perf_counter() - start
+
+    def request_stop(self) -> None:
+        """Ctrl-C: make the trainer that is training now return after its current step."""
+        for trainer in self.trainers.values():
+            trainer.request_stop()
+
+    def trainer(self, trial: Trial) -> Any:
+        return self.trainers[trial.trial_id]
+
+    def save(self, trial: Trial, checkpoint_dir: str | None = None) -> str:
+        return self.trainers[trial.trial_id].save(checkpoint_dir)
+
+    def restore(self, trial: Trial, path: str) -> None:
+        self.trainers[trial.trial_id].restore(path)
+
+    def save_to_object(self, trial: Trial) -> dict[str, Any]:
+        return self.trainers[trial.trial_id].save_to_object()
+
+    def restore_from_object(self, trial: Trial, snapshot: dict[str, Any]) -> None:
+        self.trainers[trial.trial_id].restore_from_object(
+            snapshot, source=f"exploit checkpoint for {trial.trial_id}"
+        )
+
+    def reset_config(self, trial: Trial, config: RunConfig) -> bool:
+        return bool(self.trainers[trial.trial_id].reset_config(config))
+
+    def is_live(self, trial: Trial) -> bool:
+        return trial.trial_id in self.trainers
+
+    def stop_trial(self, trial: Trial) -> None:
+        trainer = self.trainers.pop(trial.trial_id, None)
+        self._trials.pop(trial.trial_id, None)
+        if trial.trial_id in self._queue:
+            self._queue.remove(trial.trial_id)
+        if trainer is not None:
+            with contextlib.suppress(Exception):  # a broken trainer is being discarded anyway
+                trainer.stop()
+
+    def shutdown(self) -> None:
+        for trial in list(self._trials.values()):
+            self.stop_trial(trial)

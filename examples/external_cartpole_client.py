@@ -1,0 +1,54 @@
+"""An environment that connects to an rlgear policy server: gymnasium CartPole-v1 played over TCP.
+
+    rlgear serve configs/ppo-cartpole-external.yaml        # the learner, waits for clients
+    python examples/external_cartpole_client.py 127.0.0.1:9900 --seed 1   # x 8
+
+Only ``rlgear.client`` (numpy + standard library) talks to the server; the
+environment could as well be a game engine or a robot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import gymnasium as gym
+
+from rlgear.client import Client
+
+
+def play(address: str, seed: int, token: str | None = None, max_steps: int | None = None) -> None:
+    env = gym.make("CartPole-v1")
+    client = Client(address, token=token)
+    observation, _ = env.reset(seed=seed)
+    action = client.init(observation)
+    steps = 0
+    try:
+        while max_steps is None or steps < max_steps:
+            observation, reward, terminated, truncated, _ = env.step(action)
+            steps += 1
+            action = client.send(reward, observation, terminated, truncated)
+            if action is None:  # the episode ended
+                observation, _ = env.reset()
+                action = client.init(observation)
+    except ConnectionError as err:  # the server went away for good
+        print(f"client {seed}: {err}")
+    finally:
+        client.disconnect()
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("address", help="host:port of the policy server")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--token", default=None)
+    parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before connecting")
+    args = parser.parse_args()
+    time.sleep(args.delay)
+    play(args.address, args.seed, args.token, args.max_steps)
+
+
+if __name__ == "__main__":
+    main()

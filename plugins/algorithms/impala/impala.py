@@ -1,0 +1,145 @@
+"""IMPALA's postprocessing and training step, written once for every backend.
+
+Espeholt et al. 2018 (arXiv:1802.01561): actors sample with whatever weights
+they last received; the learner consumes fragments as they arrive, never
+waiting for the slowest actor, and corrects for the policy lag with V-trace.
+Per training step:
+  1. take every sample request that has finished (async sampling keeps
+     ``workers.max_requests_in_flight_per_worker`` requests queued on each
+     remote worker and re-issues one as soon as one returns);
+  2. queue the fragments; while the queue holds ``train_batch_size`` env
+     steps, take one learner update on them (V-trace targets are computed in
+     the loss, from the learner's current values and log-probabilities);
+  3. send the new weights to each worker that returned samples, once it is
+     ``broadcast_interval`` learner updates behind.
+
+Fragments stay sequences: postprocessing turns a ``[T+1, B]`` time-major
+fragment into ``B`` rows of ``T+1`` steps (``[B, T+1, ...]``, the last step is
+the bootstrap), because V-trace runs along time inside the loss.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import numpy as np
+
+from rlgear.async_ops import AsyncSampler
+from rlgear.config import RunConfig
+from rlgear.errors import ConfigError
+from rlgear.plugins.algorithms.impala.config import IMPALAConfig
+from rlgear.sample_batch import SampleBatch
+from rlgear.trainer import Trainer
+
+#: Columns the learner needs; everything else the evaluator records is dropped before the queue.
+SEQUENCE_COLUMNS = (
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.DISCOUNTS,
+    SampleBatch.STEP_TYPES,
+    SampleBatch.ACTION_LOGP,
+)
+
+
+class IMPALA(Trainer):
+    name = "impala"
+    description = "IMPALA: asynchronous sampling, V-trace off-policy correction (torch)"
+    config_class = IMPALAConfig
+    policies = {"torch": "rlgear.plugins.algorithms.impala.torch_policy:IMPALATorchPolicy"}
+    action_spaces = frozenset({"discrete", "continuous"})
+
+    @staticmethod
+    def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
+        """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept)."""
+        return SampleBatch({key: np.swapaxes(fragment[key], 0, 1) for key in SEQUENCE_COLUMNS})
+
+    def setup(self, config: RunConfig) -> None:
+        if config.workers.batch_mode != "truncate_episodes":
+            raise ConfigError(
+                f"{config.source}: workers.batch_mode: impala learns on fixed-length fragments "
+                f"(V-trace runs along time), expected 'truncate_episodes', got '{config.workers.batch_mode}'"
+            )
+        super().setup(config)
+        self.sampler = AsyncSampler(
+            self.workers, max_requests_in_flight_per_worker=config.workers.max_requests_in_flight_per_worker
+        )
+        self.num_learner_updates = 0
+        self._queue: list[tuple[SampleBatch, int]] = []
+        self._weights_baseline = 0  # the learner update every worker's weights are at least from
+        self._weights_update_of: dict[int, int] = {}  # worker id -> learner update its weights are from
+        # Per worker, the weights (learner update count) each in-flight request samples with:
+        # Ray runs an actor's calls in order, and the sampler re-issues a request as soon as
+        # one returns, before this step's broadcast, so a request samples with the weights the
+        # worker held when the previous one returned.
+        self._request_weights: dict[int, collections.deque[int]] = {}
+        self._last_stats: dict[str, float] = {}
+
+    def training_step(self) -> dict[str, float]:
+        training = self.config.training
+        returned: set[int] = set()
+        lags = []
+        for batch, steps, worker_id in self.sampler.get_ready():
+            self._queue.append((batch, steps))
+            returned.add(worker_id)
+            if worker_id != 0:  # the local evaluator acts with the learner's own policy
+                lags.append(self._policy_lag_of_arrival(worker_id))
+        while sum(steps for _, steps in self._queue) >= training.train_batch_size:
+            self.policy.set_global_timestep(self.timesteps_total)  # for lr schedules
+            self._last_stats = self.policy.learn_on_batch(self._take_learner_batch(training.train_batch_size))
+            self.num_learner_updates += 1
+        self._broadcast(returned - {0}, training.broadcast_interval)
+        stats = dict(self._last_stats)
+        stats["num_learner_updates"] = float(self.num_learner_updates)
+        stats["learner_queue_env_steps"] = float(sum(steps for _, steps in self._queue))
+        if lags:
+            stats["policy_lag"] = float(np.mean(lags))
+        return stats
+
+    def _take_learner_batch(self, env_steps: int) -> SampleBatch:
+        """The oldest queued fragments, until they hold ``env_steps`` env steps."""
+        taken, steps = [], 0
+        while steps < env_steps:
+            batch, count = self._queue.pop(0)
+            taken.append(batch)
+            steps += count
+        return SampleBatch.concat(taken)
+
+    def _weights_of(self, worker_id: int) -> int:
+        return self._weights_update_of.get(worker_id, self._weights_baseline)
+
+    def _policy_lag_of_arrival(self, worker_id: int) -> int:
+        """Learner updates between the weights the arriving batch was sampled with and now.
+
+        Exact while no worker is replaced (a replacement starts with the current
+        weights, so the figure over-states its first batches' lag).
+        """
+        in_flight = self._request_weights.setdefault(
+            worker_id,
+            collections.deque(
+                [self._weights_baseline] * self.config.workers.max_requests_in_flight_per_worker
+            ),
+        )
+        sampled_with = in_flight.popleft() if in_flight else self._weights_baseline
+        in_flight.append(self._weights_of(worker_id))  # the request the sampler has just re-issued
+        return max(0, self.num_learner_updates - sampled_with)
+
+    def _broadcast(self, worker_ids: set[int], interval: int) -> None:
+        """Send the learner's weights to the workers among ``worker_ids`` ``interval`` updates behind."""
+        due = [w for w in sorted(worker_ids) if self.num_learner_updates - self._weights_of(w) >= interval]
+        if due:
+            self.workers.sync_weights(due)  # one object-store put for all of them
+            for worker_id in due:
+                self._weights_update_of[worker_id] = self.num_learner_updates
+
+    def get_algorithm_state(self) -> dict[str, Any]:
+        # Queued fragments are not saved: they are behaviour data of the old run's actors.
+        return {"num_learner_updates": self.num_learner_updates}
+
+    def set_algorithm_state(self, state: dict[str, Any]) -> None:
+        self.num_learner_updates = int(state.get("num_learner_updates", 0))
+        self._weights_baseline = self.num_learner_updates  # restore() then sends these weights to all
+        self._queue.clear()
+        self._weights_update_of.clear()
+        self._request_weights.clear()

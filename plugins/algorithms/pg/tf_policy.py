@@ -1,0 +1,34 @@
+"""PG's loss on the TensorFlow backend (the same loss as ``torch_policy``).
+
+The config has no ``num_sgd_iter`` or ``sgd_minibatch_size``, so the base class
+takes one gradient step on the whole batch, as REINFORCE does.
+"""
+
+from __future__ import annotations
+
+from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
+from rlgear.sample_batch import SampleBatch as SB
+
+
+class PGTFPolicy(TFPolicy):
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
+
+    def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        training = self.config.training
+        dist_inputs, values = self.model(batch[SB.OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch[SB.ACTIONS])
+        # Advantages are constants (computed at sampling time), so the policy
+        # term sends no gradient into the baseline.
+        advantages = batch[SB.ADVANTAGES]
+        if training.normalize_advantages:
+            advantages = normalize_advantages(advantages)
+        policy_loss = -tf.reduce_mean(logp * advantages)
+        entropy = tf.reduce_mean(dist.entropy())
+        loss = policy_loss - training.entropy_coeff * entropy
+        stats = {"policy_loss": policy_loss, "entropy": entropy}
+        if training.use_baseline:
+            vf_loss = 0.5 * tf.reduce_mean((values - batch[SB.VALUE_TARGETS]) ** 2)
+            loss = loss + training.vf_loss_coeff * vf_loss
+            stats["vf_loss"] = vf_loss
+        return loss, stats

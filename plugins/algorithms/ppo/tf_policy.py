@@ -1,0 +1,67 @@
+"""PPO's loss on the TensorFlow backend (the same loss as ``torch_policy``, op for op)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
+from rlgear.sample_batch import SampleBatch as SB
+from rlgear.schedules import piecewise_linear
+from rlgear.spaces import Space
+
+
+class PPOTFPolicy(TFPolicy):
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, SB.VF_PREDS)
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        # The clip range follows a schedule: a variable, so the compiled loss never retraces.
+        self._clip = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="clip_param")
+        super().__init__(observation_space, action_space, config)
+
+    def clip_param(self) -> float:
+        training = self.config.training
+        if training.clip_param_schedule:
+            return piecewise_linear(training.clip_param_schedule, self.global_timestep)
+        return training.clip_param
+
+    def learn_on_batch(self, batch: SB) -> dict[str, float]:
+        self._clip.assign(self.clip_param())
+        return super().learn_on_batch(batch)
+
+    def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        training = self.config.training
+        clip = self._clip
+        dist_inputs, values = self.model(batch[SB.OBS])
+        dist = self.dist_class(dist_inputs)
+        logp = dist.logp(batch[SB.ACTIONS])
+        log_ratio = logp - batch[SB.ACTION_LOGP]
+        ratio = tf.exp(log_ratio)
+
+        advantages = batch[SB.ADVANTAGES]
+        if training.normalize_advantages:
+            advantages = normalize_advantages(advantages)
+        surrogate = tf.minimum(
+            advantages * ratio, advantages * tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip)
+        )
+        policy_loss = -tf.reduce_mean(surrogate)
+
+        targets = batch[SB.VALUE_TARGETS]
+        vf_loss = (values - targets) ** 2
+        if training.vf_clip_param is not None:
+            old = batch[SB.VF_PREDS]
+            clipped = old + tf.clip_by_value(values - old, -training.vf_clip_param, training.vf_clip_param)
+            vf_loss = tf.maximum(vf_loss, (clipped - targets) ** 2)
+        vf_loss = 0.5 * tf.reduce_mean(vf_loss)
+        entropy = tf.reduce_mean(dist.entropy())
+        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
+
+        # Low-variance KL estimator (Schulman, "Approximating KL divergence", 2020).
+        approx_kl = tf.stop_gradient(tf.reduce_mean((ratio - 1.0) - log_ratio))
+        clip_fraction = tf.stop_gradient(tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)))
+        return loss, {
+            "policy_loss": policy_loss,
+            "vf_loss": vf_loss,
+            "entropy": entropy,
+            "approx_kl": approx_kl,
+            "clip_fraction": clip_fraction,
+        }

@@ -1,0 +1,43 @@
+"""The TensorFlow backend: its public API for algorithm policy modules.
+
+Algorithms import from here (and only here) in their ``tf_policy`` module::
+
+    from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
+
+Importing this package imports tensorflow (quietly, see ``runtime``), so
+nothing else in rlgear does it.
+"""
+
+from rlgear.plugins.backends.tf.backend import TFBackend
+from rlgear.plugins.backends.tf.distributions import (
+    Categorical,
+    DiagGaussian,
+    distribution_class,
+)
+from rlgear.plugins.backends.tf.losses import normalize_advantages
+from rlgear.plugins.backends.tf.models import (
+    ACTIVATIONS,
+    ActorCriticMLP,
+    Dense,
+    DenseStack,
+    build_model,
+    named_variables,
+)
+from rlgear.plugins.backends.tf.policy import TFPolicy
+from rlgear.plugins.backends.tf.runtime import tf  # every module imports tf via runtime
+
+__all__ = [
+    "ACTIVATIONS",
+    "ActorCriticMLP",
+    "Categorical",
+    "Dense",
+    "DenseStack",
+    "DiagGaussian",
+    "TFBackend",
+    "TFPolicy",
+    "build_model",
+    "distribution_class",
+    "named_variables",
+    "normalize_advantages",
+    "tf",
+]

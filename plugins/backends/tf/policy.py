@@ -1,0 +1,332 @@
+"""TFPolicy: the base class of every algorithm's TensorFlow policy.
+
+It owns the model, the optimizer and the minibatch SGD loop; a subclass
+supplies only ``loss()``, as with ``TorchPolicy``. The learn step (gather a
+minibatch, loss, gradients, global-norm clipping, optimizer update) is one
+``tf.function`` traced once per set of batch columns: its input signature has
+a dynamic batch dimension, so the last, partial minibatch and a new batch size
+reuse the same graph. Values that change during a run (learning rate, PPO's
+clip range) live in variables, not in the trace.
+
+``training.eager: true`` (or ``RLGEAR_TF_EAGER=1`` in the environment) runs
+the same Python code eagerly instead, where errors point at the line that
+failed and ``print``/breakpoints work.
+
+Weights leave as numpy under the torch backend's names and shapes (TF kernels
+are ``[in, out]`` already), so checkpoints move between the backends.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rlgear.inference import NumpyActorCritic
+from rlgear.plugins.backends.tf.distributions import distribution_class
+from rlgear.plugins.backends.tf.models import ActorCriticMLP, build_model, named_variables
+from rlgear.plugins.backends.tf.optimizers import make_optimizer
+from rlgear.plugins.backends.tf.runtime import tf
+from rlgear.policy import Policy, PolicyState, action_dim, flatten_observations
+from rlgear.sample_batch import SampleBatch
+from rlgear.schedules import piecewise_linear
+from rlgear.spaces import Box, Discrete, Space, flat_dim
+from rlgear.timestep import TimeStep
+
+#: Environment variable that forces eager execution of TF policies (for debugging).
+EAGER_ENV = "RLGEAR_TF_EAGER"
+
+
+def eager_requested(config: Any) -> bool:
+    """``training.eager``, or ``RLGEAR_TF_EAGER`` set to a true value."""
+    env = os.environ.get(EAGER_ENV, "").strip().lower()
+    return bool(getattr(config.training, "eager", False)) or env in ("1", "true", "yes", "on")
+
+
+def _spec(value: tf.Tensor) -> tf.TensorSpec:
+    return tf.TensorSpec([None, *value.shape[1:]], value.dtype)
+
+
+class Compiled:
+    """``fn`` under ``tf.function`` with a fixed input signature, called through its concrete function.
+
+    Calling the concrete function skips the polymorphic dispatch of
+    ``tf.function`` (argument canonicalisation and signature matching), about
+    half the cost of a call for the small graphs RL acting runs. Tracing
+    happens on the first call, so functions a run never uses cost nothing.
+    """
+
+    def __init__(self, fn: Callable, input_signature: Any):
+        self.function = tf.function(fn, input_signature=input_signature)
+        self._concrete: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._concrete is None:
+            self._concrete = self.function.get_concrete_function()
+        return self._concrete(*args)
+
+
+class TFPolicy(Policy):
+    """Actor-critic acting + minibatch SGD on ``loss()``.
+
+    Subclasses set ``loss_columns`` (the batch columns ``loss`` reads) and
+    implement ``loss(batch) -> (loss, stats)`` with TF ops only (it runs inside
+    ``tf.function``: read changing hyperparameters from variables). Stats named
+    in ``row_outputs`` are per-row tensors handed to :meth:`on_row_outputs`
+    instead of being averaged. The SGD loop reads ``training.num_sgd_iter``
+    (default 1), ``training.sgd_minibatch_size`` (default: the whole batch) and
+    ``training.grad_clip``, and draws minibatch order from the same numpy
+    generator as ``TorchPolicy`` (so equal seeds give equal minibatches).
+    """
+
+    loss_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    #: batch columns holding observations (flattened and one-hot encoded like ``obs``)
+    observation_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS,)
+    #: per-row loss outputs (not averaged), passed to ``on_row_outputs``
+    row_outputs: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        super().__init__(observation_space, action_space, config)
+        if not isinstance(action_space, Discrete | Box):
+            raise TypeError(f"unsupported action space {action_space!r}")
+        self.dist_class = distribution_class(action_space)
+        self.num_outputs = self.dist_class.required_inputs(action_space)
+        seed = config.seed
+        # Initial weights come from numpy (one stream per policy seed), not TF's global RNG.
+        self.init_rng = np.random.default_rng(None if seed is None else [seed, 0x7F])
+        self.model = self.make_model()
+        self.named_variables = named_variables(self.model)
+        names = [name for name, _ in self.named_variables]
+        if len(set(names)) != len(names):
+            raise ValueError(f"the model's weight names are not unique: {names}")
+        self.variables = [v for _, v in self.named_variables]
+        training = config.training
+        self.optimizer = make_optimizer(
+            training.optimizer, self.variables, self._current_lr(), training.adam_epsilon
+        )
+        self.rng = np.random.default_rng(seed)  # minibatch order, as TorchPolicy's
+        # Sampling noise of the TF acting path (model.numpy_inference: false).
+        self.acting_rng = np.random.default_rng(None if seed is None else seed + 1)
+        self.num_grad_updates = 0
+        # Bumped whenever the weights change, so the numpy twin knows when to refresh.
+        self.weights_version = 0
+        self.fast_actor = self._make_fast_actor()
+        self._action_dtype = np.int64 if isinstance(action_space, Discrete) else np.float32
+        self._obs_spec = tf.TensorSpec([None, flat_dim(observation_space)], tf.float32)
+        self._compile()
+
+    def make_model(self) -> Any:
+        """The network (override for another architecture): the catalog MLP or ``model.custom``."""
+        return build_model(
+            self.observation_space, self.action_space, self.num_outputs, self.config.model, self.init_rng
+        )
+
+    # --- compilation --------------------------------------------------------
+    @property
+    def eager(self) -> bool:
+        return eager_requested(self.config)
+
+    def function(self, fn: Callable, input_signature: Any = None) -> Callable:
+        """``fn`` under ``tf.function`` (fixed signature, no retracing), or ``fn`` itself when eager."""
+        if self.eager:
+            return fn
+        return Compiled(fn, input_signature)
+
+    def _compile(self) -> None:
+        """(Re)build the compiled functions; config values read by ``loss`` are fixed at trace time."""
+        self._sgd_steps: dict[Any, Callable] = {}
+        self._forward = self.function(self.model.__call__, [self._obs_spec])
+        noise_spec = tf.TensorSpec([None, action_dim(self.action_space)], tf.float32)
+        self._act_explore = self.function(self._act_impl, [self._obs_spec, noise_spec])
+        self._act_greedy = self.function(self._act_impl, [self._obs_spec])
+
+    def update_config(self, config: Any) -> None:
+        super().update_config(config)
+        self._compile()  # loss coefficients are baked into the traces
+
+    # --- acting -------------------------------------------------------------
+    def _make_fast_actor(self) -> NumpyActorCritic | None:
+        model_config = self.config.model
+        if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
+            return None
+        seed = None if self.config.seed is None else self.config.seed + 1
+        return NumpyActorCritic(
+            self.action_space, len(model_config.hidden_sizes), model_config.activation,
+            bool(model_config.vf_share_layers), seed,
+        )  # fmt: skip
+
+    def preprocess(self, observations: np.ndarray) -> np.ndarray:
+        """Flat float32 ``[B, F]`` observations (one-hot for Discrete), as the model takes them."""
+        return flatten_observations(self.observation_space, observations)
+
+    def _act_impl(self, obs: tf.Tensor, noise: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        """Actions (sampled with ``noise``, greedy without), their log-probabilities and values."""
+        dist_inputs, values = self.model(obs)
+        dist = self.dist_class(dist_inputs)
+        actions = dist.deterministic_sample() if noise is None else dist.sample(noise)
+        out = {"actions": actions, SampleBatch.ACTION_LOGP: dist.logp(actions)}
+        if values is not None:
+            out[SampleBatch.VF_PREDS] = values
+        return out
+
+    def compute_actions(
+        self, timestep: TimeStep, state: Any = None, explore: bool = True
+    ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        obs = self.preprocess(timestep.observation)
+        fast = self.fast_actor
+        if fast is not None:
+            if fast.version != self.weights_version:
+                fast.load(self.get_weights(), self.weights_version)
+            actions, logp, values = fast.act(obs, explore)
+            return actions, state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
+        if explore:
+            noise = self.dist_class.draw_noise(self.acting_rng, obs.shape[0], self.action_space)
+            outputs = self._act_explore(tf.convert_to_tensor(obs), tf.convert_to_tensor(noise))
+        else:
+            outputs = self._act_greedy(tf.convert_to_tensor(obs))
+        out = {k: v.numpy() for k, v in outputs.items()}
+        actions = out.pop("actions").astype(self._action_dtype, copy=False)
+        return actions, state, out
+
+    def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
+        """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
+        dist_inputs, _ = self._forward(tf.convert_to_tensor(self.preprocess(observations)))
+        return dist_inputs.numpy()
+
+    # --- learning -----------------------------------------------------------
+    def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """The algorithm's loss on one minibatch of tensors; returns (loss, stats)."""
+        raise TypeError(f"{type(self).__name__} must implement loss()")
+
+    def on_row_outputs(self, rows: np.ndarray, outputs: dict[str, np.ndarray]) -> None:
+        """Receive the ``row_outputs`` of the minibatch made of batch rows ``rows``."""
+
+    def _current_lr(self) -> float:
+        training = self.config.training
+        if training.lr_schedule:
+            return piecewise_linear(training.lr_schedule, self.global_timestep)
+        return float(training.lr)
+
+    def to_tensors(self, batch: SampleBatch, columns: Iterable[str]) -> dict[str, tf.Tensor]:
+        """The batch columns ``loss`` reads, as tensors (float64 columns become float32)."""
+        tensors = {}
+        for key in columns:
+            if key not in batch:
+                continue
+            value = batch[key]
+            if key in self.observation_columns:
+                value = self.preprocess(value)
+            value = np.asarray(value)
+            if value.dtype == np.float64:
+                value = value.astype(np.float32)
+            tensors[key] = tf.convert_to_tensor(value)
+        return tensors
+
+    def _sgd_step_impl(self, tensors: dict[str, tf.Tensor], rows: tf.Tensor) -> dict[str, tf.Tensor]:
+        """One gradient step on ``tensors[rows]``; returns the stats before the update."""
+        minibatch = {key: tf.gather(value, rows) for key, value in tensors.items()}
+        with tf.GradientTape() as tape:
+            loss, stats = self.loss(minibatch)
+        grads = tape.gradient(loss, self.variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        grad_norm = tf.linalg.global_norm(grads)
+        clip = self.config.training.grad_clip
+        if clip is not None:
+            # As torch.nn.utils.clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)).
+            coef = tf.minimum(clip / (grad_norm + 1e-6), 1.0)
+            grads = [g * coef for g in grads]
+        self.optimizer.apply(grads)
+        return {**stats, "total_loss": loss, "grad_gnorm": grad_norm}
+
+    def _sgd_step_for(self, tensors: dict[str, tf.Tensor]) -> Callable:
+        key = tuple(sorted((k, v.dtype.name, tuple(v.shape[1:])) for k, v in tensors.items()))
+        step = self._sgd_steps.get(key)
+        if step is None:
+            signature = [{k: _spec(v) for k, v in tensors.items()}, tf.TensorSpec([None], tf.int32)]
+            step = self._sgd_steps[key] = self.function(self._sgd_step_impl, signature)
+        return step
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        training = self.config.training
+        lr = self._current_lr()
+        self.optimizer.lr = lr
+        tensors = self.to_tensors(batch, self.loss_columns)
+        step = self._sgd_step_for(tensors)
+        n = len(batch)
+        epochs = int(getattr(training, "num_sgd_iter", 1))
+        minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
+        results = []
+        for _ in range(epochs):
+            order = self.rng.permutation(n).astype(np.int32)
+            for start in range(0, n, minibatch):
+                rows = order[start : start + minibatch]
+                out = step(tensors, tf.convert_to_tensor(rows))
+                self.num_grad_updates += 1
+                self.weights_version += 1
+                if self.row_outputs:
+                    self.on_row_outputs(rows, {k: out.pop(k).numpy() for k in self.row_outputs})
+                results.append(out)
+        count = max(len(results), 1)
+        stats = {key: sum(float(r[key]) for r in results) / count for key in (results[0] if results else {})}
+        stats["cur_lr"] = lr
+        stats["num_grad_updates"] = float(self.num_grad_updates)
+        return stats
+
+    # --- weights and state --------------------------------------------------
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return {name: var.numpy().copy() for name, var in self.named_variables}
+
+    def check_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Raise ValueError naming the first weight that is missing or has the wrong shape."""
+        missing = [name for name, _ in self.named_variables if name not in weights]
+        if missing:
+            raise ValueError(f"weights are missing {missing}; they do not fit this model")
+        for name, var in self.named_variables:
+            shape = tuple(np.shape(weights[name]))
+            if shape != tuple(var.shape):
+                raise ValueError(f"weight '{name}' has shape {shape}, the model expects {tuple(var.shape)}")
+
+    def assign_weights(self, named: list[tuple[str, tf.Variable]], weights: dict[str, np.ndarray]) -> None:
+        for name, var in named:
+            var.assign(np.asarray(weights[name], dtype=var.dtype.as_numpy_dtype))
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        self.check_weights(weights)  # all checks first: a bad dict changes nothing
+        self.assign_weights(self.named_variables, weights)
+        self.weights_version += 1
+
+    def get_state(self) -> PolicyState:
+        arrays = {f"weights/{k}": v for k, v in self.get_weights().items()}
+        for key, value in self.optimizer.state_arrays().items():
+            arrays[f"optimizer/{key}"] = value
+        meta = {
+            "optimizer": self.optimizer.state_meta(),
+            "global_timestep": self.global_timestep,
+            "num_grad_updates": self.num_grad_updates,
+            "rng": self.rng.bit_generator.state,
+            "tf_acting_rng": self.acting_rng.bit_generator.state,
+        }
+        if self.fast_actor is not None:
+            meta["acting_rng"] = self.fast_actor.rng.bit_generator.state
+        return PolicyState(arrays=arrays, meta=meta)
+
+    def set_state(self, state: PolicyState) -> None:
+        weights = {k.removeprefix("weights/"): v for k, v in state.arrays.items() if k.startswith("weights/")}
+        optimizer_arrays = {
+            k.removeprefix("optimizer/"): v for k, v in state.arrays.items() if k.startswith("optimizer/")
+        }
+        self.check_weights(weights)  # check everything before changing anything
+        if "optimizer" in state.meta:
+            self.optimizer.check_state(optimizer_arrays, state.meta["optimizer"])
+        self.set_weights(weights)
+        if "optimizer" in state.meta:
+            self.optimizer.load_state(optimizer_arrays, state.meta["optimizer"])
+        self.global_timestep = int(state.meta.get("global_timestep", 0))
+        self.num_grad_updates = int(state.meta.get("num_grad_updates", 0))
+        if "rng" in state.meta:
+            self.rng.bit_generator.state = state.meta["rng"]
+        if "tf_acting_rng" in state.meta:
+            self.acting_rng.bit_generator.state = state.meta["tf_acting_rng"]
+        if self.fast_actor is not None and "acting_rng" in state.meta:
+            self.fast_actor.rng.bit_generator.state = state.meta["acting_rng"]

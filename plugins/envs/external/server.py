@@ -1,0 +1,396 @@
+"""The policy server: sockets, handshake, validation, limits and admission control.
+
+Single-threaded and non-blocking (``selectors``): the vector env calls
+:meth:`PolicyServer.poll` while it waits for clients, so no lock, no thread
+hand-off and no GIL contention sit between a client's step and the batched
+inference (measured: see bench/external_latency.py). While the learner trains,
+nobody polls: clients wait for their action as they would for any synchronous
+env, and new connections wait in the listen backlog.
+
+Every protocol violation by one client ends with an ``error`` frame to that
+client and its connection closed; the server and the other clients go on.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import hmac
+import selectors
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlgear.errors import ConfigError
+from rlgear.spaces import Discrete
+from rlgear.wire import (
+    PROTOCOL_VERSION,
+    ErrorCode,
+    FrameDecoder,
+    Message,
+    WireError,
+    check_bool,
+    check_finite_number,
+    encode,
+    error_frame,
+)
+
+from .settings import ServerSettings, rss_mb
+
+_MAX_OUTBOX = 8 << 20  # a client that stops reading is dropped once this much waits for it
+_CLOSING_LINGER_S = 1.0  # keep reading a failed client this long so it gets its error frame
+
+
+@dataclass
+class Request:
+    """A start or step message waiting for the next env step."""
+
+    kind: str  # "start" | "step"
+    observation: np.ndarray
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+
+
+@dataclass
+class Connection:
+    sock: socket.socket
+    peer: str
+    decoder: FrameDecoder
+    opened: float
+    state: str = "handshake"  # handshake | ready | closing
+    slot: int | None = None
+    request: Request | None = None  # received, not yet taken by a step
+    last_request: Request | None = None  # the request taken by the last step
+    in_reply: bool = False  # a request was taken; its reply is not sent yet
+    in_episode: bool = False  # between start and a terminated/truncated step (client's view)
+    expect_by: float = 0.0  # a step waits for this client's next request until then
+    outbox: bytearray = field(default_factory=bytearray)
+    tokens: float = 0.0  # rate-limit bucket
+    last_refill: float = 0.0
+    closing_until: float = 0.0
+    episodes: int = 0
+    steps: int = 0
+    episode_return: float = 0.0
+
+
+class PolicyServer:
+    """Listens, admits clients into env slots, validates their messages.
+
+    The vector env owns the episode semantics; this class owns the sockets.
+    ``slot_conn[i]`` is the connection playing env slot ``i`` (or None);
+    ``reserved[i]`` says the env still owes slot ``i`` the invalid row that
+    aborts the previous client's episode; a new client there waits one step.
+    """
+
+    def __init__(self, settings: ServerSettings, num_slots: int):
+        self.settings = settings
+        self.num_slots = num_slots
+        self.obs_space = settings.observation_space
+        self.obs_shape = tuple(self.obs_space.shape)
+        self.obs_dtype = np.dtype(self.obs_space.dtype)
+        self.obs_float = self.obs_dtype.kind == "f"
+        self.slot_conn: list[Connection | None] = [None] * num_slots
+        self.reserved = [False] * num_slots
+        self.conns: dict[int, Connection] = {}
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        self.episodes_total = 0
+        self.dropped_total = 0
+        self.selector = selectors.DefaultSelector()
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.listener.bind((settings.host, settings.port))
+        except OSError as err:
+            self.listener.close()
+            raise ConfigError(
+                f"env.kwargs.host/port: cannot listen on {settings.host}:{settings.port}: {err.strerror or err}"
+            ) from None
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self.address: tuple[str, int] = self.listener.getsockname()[:2]
+        self._welcome_fields = {
+            "protocol": PROTOCOL_VERSION,
+            "observation_space": self.obs_space.to_json(),
+            "action_space": settings.action_space.to_json(),
+            "max_message_bytes": settings.max_message_bytes,
+        }
+        if settings.address_file:
+            with open(settings.address_file, "w") as f:
+                f.write(f"{self.address[0]}:{self.address[1]}\n")
+
+    # --- the event loop -------------------------------------------------------
+    def poll(self, timeout: float) -> None:
+        """Accept, read and validate whatever arrives within ``timeout`` seconds (one select)."""
+        for key, events in self.selector.select(timeout):
+            if key.data is None:
+                self._accept()
+                continue
+            conn: Connection = key.data
+            if events & selectors.EVENT_WRITE:
+                self._flush(conn)
+            if events & selectors.EVENT_READ and conn.sock.fileno() >= 0:
+                self._read(conn)
+        self._expire(time.monotonic())
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, peer = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as err:  # e.g. EMFILE: leave it in the backlog
+                if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    return
+                raise
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            now = time.monotonic()
+            conn = Connection(
+                sock,
+                f"{peer[0]}:{peer[1]}",
+                FrameDecoder(self.settings.max_message_bytes),
+                now,
+                tokens=self.settings.max_messages_per_s,
+                last_refill=now,
+            )
+            self.conns[sock.fileno()] = conn
+            self.selector.register(sock, selectors.EVENT_READ, conn)
+            if len(self.conns) > self.settings.max_connections:
+                self.fail(
+                    conn, ErrorCode.SERVER_FULL, f"connection limit {self.settings.max_connections} reached"
+                )
+
+    def _read(self, conn: Connection) -> None:
+        try:
+            data = conn.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close(conn)
+            return
+        if conn.state == "closing":
+            return  # draining: the client gets its error frame, not a reset
+        try:
+            messages = conn.decoder.feed(data)
+            for msg in messages:
+                if conn.state not in ("handshake", "ready"):
+                    break
+                self._rate_limit(conn)
+                self._handle(conn, msg)
+        except WireError as err:
+            self.fail(conn, err.code, err.detail)
+
+    def _rate_limit(self, conn: Connection) -> None:
+        now = time.monotonic()
+        rate = self.settings.max_messages_per_s
+        conn.tokens = min(rate, conn.tokens + (now - conn.last_refill) * rate)
+        conn.last_refill = now
+        if conn.tokens < 1.0:
+            raise WireError(ErrorCode.RATE_LIMITED, f"more than {rate:g} messages per second")
+        conn.tokens -= 1.0
+
+    def _expire(self, now: float) -> None:
+        for conn in list(self.conns.values()):
+            if conn.state == "handshake" and now - conn.opened > self.settings.handshake_timeout_s:
+                self.fail(conn, ErrorCode.TIMEOUT, f"no hello within {self.settings.handshake_timeout_s:g} s")
+            elif conn.state == "closing" and now > conn.closing_until:
+                self.close(conn)
+
+    # --- messages -------------------------------------------------------------
+    def _handle(self, conn: Connection, msg: Message) -> None:
+        kind = msg.type
+        if conn.state == "handshake":
+            if kind != "hello":
+                raise WireError(ErrorCode.OUT_OF_ORDER, f"expected hello first, got '{kind}'")
+            self._hello(conn, msg)
+        elif kind in ("start", "step"):
+            if conn.request is not None or conn.in_reply:
+                raise WireError(ErrorCode.OUT_OF_ORDER, f"'{kind}' sent before the previous reply arrived")
+            if kind == "start" and conn.in_episode:
+                raise WireError(
+                    ErrorCode.OUT_OF_ORDER, "'start' during an episode (end it with terminated or truncated)"
+                )
+            if kind == "step" and not conn.in_episode:
+                raise WireError(ErrorCode.OUT_OF_ORDER, "'step' outside an episode (send 'start' first)")
+            conn.request = self._request(kind, msg)
+        elif kind == "metrics":
+            self.send(conn, encode("metrics", self.metrics(conn)))
+        elif kind == "bye":
+            self.send(conn, encode("bye"))
+            self._release(conn)
+            conn.state = "closing"
+            conn.closing_until = time.monotonic() + _CLOSING_LINGER_S
+            self._shutdown_write(conn)
+        elif kind == "hello":
+            raise WireError(ErrorCode.OUT_OF_ORDER, "hello sent twice")
+        else:
+            raise WireError(ErrorCode.UNKNOWN_TYPE, f"unknown message type '{kind[:64]}'")
+
+    def _hello(self, conn: Connection, msg: Message) -> None:
+        version = msg.header.get("protocol")
+        if version != PROTOCOL_VERSION or isinstance(version, bool):
+            raise WireError(
+                ErrorCode.UNSUPPORTED_PROTOCOL,
+                f"server speaks protocol {PROTOCOL_VERSION}, client asked {version!r}",
+            )
+        token = msg.header.get("token")
+        expected = self.settings.token
+        if expected is not None and not (
+            isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())
+        ):
+            raise WireError(ErrorCode.AUTH_FAILED, "missing or wrong token")
+        limit = self.settings.max_memory_mb
+        if limit is not None:
+            rss = rss_mb()
+            if rss is not None and rss > limit:
+                raise WireError(ErrorCode.OVERLOADED, f"server memory {rss:.0f} MB above {limit:.0f} MB")
+        free = [i for i in range(self.num_slots) if self.slot_conn[i] is None]
+        slot = min(free, key=lambda i: self.reserved[i], default=None)  # unreserved slots first
+        if slot is None:
+            raise WireError(ErrorCode.SERVER_FULL, f"all {self.num_slots} env slots are taken")
+        conn.slot = slot
+        self.slot_conn[slot] = conn
+        conn.state = "ready"
+        conn.expect_by = time.monotonic() + self.settings.start_grace_s
+        self.send(conn, encode("welcome", {**self._welcome_fields, "slot": slot}))
+
+    def _request(self, kind: str, msg: Message) -> Request:
+        obs = msg.arrays.get("observation")
+        if obs is None or len(msg.arrays) != 1:
+            raise WireError(ErrorCode.BAD_ARRAY, f"'{kind}' must carry exactly one array, 'observation'")
+        if obs.dtype != self.obs_dtype or obs.shape != self.obs_shape:
+            raise WireError(
+                ErrorCode.BAD_ARRAY,
+                f"observation must be {self.obs_dtype} of shape {list(self.obs_shape)}, "
+                f"got {obs.dtype} of shape {list(obs.shape)}",
+            )
+        if self.obs_float and not np.isfinite(obs).all():
+            raise WireError(ErrorCode.NON_FINITE, "observation holds NaN or infinity")
+        if isinstance(self.obs_space, Discrete) and not 0 <= int(obs) < self.obs_space.n:
+            raise WireError(ErrorCode.BAD_ARRAY, f"observation must be in 0..{self.obs_space.n - 1}")
+        if kind == "start":
+            return Request("start", obs)
+        return Request(
+            "step",
+            obs,
+            check_finite_number(msg.header, "reward"),
+            check_bool(msg.header, "terminated"),
+            check_bool(msg.header, "truncated"),
+        )
+
+    def metrics(self, conn: Connection) -> dict[str, Any]:
+        returns = list(self.recent_returns)
+        return {
+            "server": {
+                "clients": sum(c is not None for c in self.slot_conn),
+                "slots": self.num_slots,
+                "episodes": self.episodes_total,
+                "episode_return_mean": float(np.mean(returns)) if returns else None,
+                "clients_dropped": self.dropped_total,
+            },
+            "client": {"slot": conn.slot, "episodes": conn.episodes, "steps": conn.steps},
+        }
+
+    # --- sending and closing ----------------------------------------------------
+    def send(self, conn: Connection, frame: bytes) -> None:
+        """Queue ``frame`` and write what the socket takes now (never blocks)."""
+        if conn.outbox:
+            conn.outbox += frame
+        else:
+            try:
+                sent = conn.sock.send(frame)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self.close(conn)
+                return
+            if sent == len(frame):
+                return
+            conn.outbox += frame[sent:]
+            self._want_write(conn, True)
+        if len(conn.outbox) > _MAX_OUTBOX:
+            self.close(conn)
+
+    def _flush(self, conn: Connection) -> None:
+        try:
+            sent = conn.sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close(conn)
+            return
+        del conn.outbox[:sent]
+        if not conn.outbox:
+            self._want_write(conn, False)
+            if conn.state == "closing":
+                self._shutdown_write(conn)
+
+    def _want_write(self, conn: Connection, on: bool) -> None:
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if on else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.modify(conn.sock, events, conn)
+
+    def _shutdown_write(self, conn: Connection) -> None:
+        if conn.outbox:
+            return  # after the flush
+        with contextlib.suppress(OSError):
+            conn.sock.shutdown(socket.SHUT_WR)
+
+    def fail(self, conn: Connection, code: ErrorCode, message: str) -> None:
+        """Send an error frame and drop this client alone (its episode is aborted)."""
+        if conn.state == "closing":
+            return
+        self.dropped_total += conn.state == "ready"
+        self._release(conn)
+        conn.state = "closing"
+        conn.closing_until = time.monotonic() + _CLOSING_LINGER_S
+        self.send(conn, error_frame(code, message))
+        if conn.state == "closing":
+            self._shutdown_write(conn)
+
+    def _release(self, conn: Connection) -> None:
+        """Free the client's slot; the env emits an abort row there before reusing it."""
+        if conn.slot is not None and self.slot_conn[conn.slot] is conn:
+            self.slot_conn[conn.slot] = None
+            self.reserved[conn.slot] = self.reserved[conn.slot] or conn.in_episode
+        conn.slot = None
+        conn.request = None
+        conn.in_reply = False
+
+    def close(self, conn: Connection) -> None:
+        if conn.state == "closed":
+            return
+        if conn.state == "ready":
+            self.dropped_total += conn.in_episode
+        self._release(conn)
+        conn.state = "closed"
+        self.conns.pop(conn.sock.fileno(), None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(conn.sock)
+        conn.sock.close()
+
+    def shutdown(self) -> None:
+        for conn in list(self.conns.values()):
+            if conn.state == "ready":
+                self.send(conn, error_frame(ErrorCode.SHUTTING_DOWN, "the server is stopping"))
+            self.close(conn)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(self.listener)
+        self.listener.close()
+        self.selector.close()
+
+    def announce(self) -> None:
+        host, port = self.address
+        print(
+            f"rlgear external env: listening on {host}:{port} ({self.num_slots} env slots)", file=sys.stderr
+        )

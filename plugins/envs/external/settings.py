@@ -1,0 +1,150 @@
+"""Server settings of the external env, read from ``env.kwargs`` and validated key by key."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+from rlgear.errors import ConfigError, did_you_mean
+from rlgear.spaces import Space, space_from_json
+from rlgear.wire import DEFAULT_MAX_MESSAGE_BYTES
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass
+class ServerSettings:
+    """What ``env.kwargs`` may hold for ``env.adapter: external`` (see docs/protocol.md)."""
+
+    observation_space: Space
+    action_space: Space
+    host: str = "127.0.0.1"  # another address needs a token
+    port: int = 9900  # 0: any free port (see address_file)
+    token: str | None = None  # clients must send it in hello; required off loopback
+    token_env: str | None = None  # or: the name of an environment variable holding the token
+    address_file: str | None = None  # write "host:port" here once listening
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_connections: int | None = None  # open sockets incl. handshakes; default: slots + 8
+    max_messages_per_s: float = 20_000.0  # per client (token bucket, burst of one second)
+    max_memory_mb: float | None = None  # refuse new clients above this RSS; default 80% of RAM
+    min_clients: int = 1  # the first step waits until this many clients are connected
+    client_timeout_s: float = 30.0  # drop a mid-episode client silent for this long (others wait)
+    handshake_timeout_s: float = 5.0
+    start_grace_s: float = 0.002  # how long a step waits for a client between episodes
+
+
+_SPACE_KEYS = ("observation_space", "action_space")
+
+
+def _number(key: str, value: Any, *, integer: bool, minimum: float, allow_none: bool = False) -> Any:
+    if value is None and allow_none:
+        return None
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value < minimum:
+        what = "an integer" if integer else "a number"
+        raise ConfigError(f"env.kwargs.{key}: expected {what} >= {minimum}, got {value!r}")
+    return value
+
+
+def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
+    """``env.kwargs`` -> ServerSettings, or a ConfigError naming the key."""
+    known = [f.name for f in fields(ServerSettings)]
+    for key in kwargs:
+        if key not in known:
+            raise ConfigError(
+                f"env.kwargs.{key}: unknown setting of the external env{did_you_mean(key, known)} "
+                f"(known: {', '.join(known)})"
+            )
+    spaces = {}
+    for key in _SPACE_KEYS:
+        if key not in kwargs:
+            raise ConfigError(
+                f"env.kwargs.{key}: required for the external env (clients send observations and "
+                "receive actions of these spaces), e.g. {type: Discrete, n: 2} or "
+                "{type: Box, shape: [4], dtype: float32, low: [-inf, ...], high: [inf, ...]}"
+            )
+        try:
+            spaces[key] = space_from_json(dict(kwargs[key]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ConfigError(f"env.kwargs.{key}: not a valid space ({type(err).__name__}: {err})") from None
+    s = ServerSettings(**spaces)
+    s.host = kwargs.get("host", s.host)
+    if not isinstance(s.host, str) or not s.host:
+        raise ConfigError(f"env.kwargs.host: expected an address string, got {s.host!r}")
+    s.port = _number("port", kwargs.get("port", s.port), integer=True, minimum=0)
+    if s.port > 65535:
+        raise ConfigError(f"env.kwargs.port: expected 0..65535, got {s.port}")
+    for key in ("token", "token_env", "address_file"):
+        value = kwargs.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"env.kwargs.{key}: expected a non-empty string, got {value!r}")
+        setattr(s, key, value)
+    if s.token_env is not None:
+        if s.token is not None:
+            raise ConfigError("env.kwargs.token_env: give either token or token_env, not both")
+        s.token = os.environ.get(s.token_env)
+        if not s.token:
+            raise ConfigError(f"env.kwargs.token_env: environment variable {s.token_env} is not set")
+    if not is_loopback(s.host) and not s.token:
+        raise ConfigError(
+            f"env.kwargs.host: binding {s.host} (not loopback) needs a token: set env.kwargs.token "
+            "or env.kwargs.token_env, so that only your clients can connect"
+        )
+    s.max_message_bytes = _number(
+        "max_message_bytes", kwargs.get("max_message_bytes", s.max_message_bytes), integer=True, minimum=256
+    )
+    s.max_connections = _number(
+        "max_connections", kwargs.get("max_connections", num_slots + 8), integer=True, minimum=1
+    )
+    s.max_messages_per_s = float(
+        _number(
+            "max_messages_per_s",
+            kwargs.get("max_messages_per_s", s.max_messages_per_s),
+            integer=False,
+            minimum=1,
+        )
+    )
+    s.max_memory_mb = _number(
+        "max_memory_mb",
+        kwargs.get("max_memory_mb", default_memory_mb()),
+        integer=False,
+        minimum=1,
+        allow_none=True,
+    )
+    s.min_clients = _number("min_clients", kwargs.get("min_clients", s.min_clients), integer=True, minimum=1)
+    if s.min_clients > num_slots:
+        raise ConfigError(
+            f"env.kwargs.min_clients: {s.min_clients} is more than the env slots "
+            f"(workers.num_envs_per_worker = {num_slots})"
+        )
+    for key in ("client_timeout_s", "handshake_timeout_s", "start_grace_s"):
+        setattr(s, key, float(_number(key, kwargs.get(key, getattr(s, key)), integer=False, minimum=0)))
+    return s
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def default_memory_mb() -> float | None:
+    """80% of physical memory (None where the OS does not say)."""
+    try:
+        return 0.8 * os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None

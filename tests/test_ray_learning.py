@@ -1,0 +1,38 @@
+"""PPO learns with its sampling on two remote workers (a real local Ray with 2 CPUs)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rlgear import registry
+from tests.conftest import train_until_stop
+
+pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    from rlgear.ray_session import init_ray, shutdown_ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    init_ray(num_cpus=2)
+    yield
+    shutdown_ray(force=True)
+
+
+@pytest.mark.slow
+def test_ppo_with_two_remote_workers_solves_cartpole_within_150k_env_steps():
+    # 2 workers x 4 envs: the same 8 envs x 32 steps per batch as the single-process config.
+    result = train_until_stop(
+        registry.load_algorithm("ppo"),
+        "ppo-cartpole.yaml",
+        "seed=0",
+        "workers.num_workers=2",
+        "workers.num_envs_per_worker=4",
+        "stop={episode_return_mean: 475, timesteps_total: 150000}",
+    )
+    assert result["episode_return_mean"] >= 475, result
+    assert result["timesteps_total"] <= 150_000 + 2048
+    assert result["num_worker_restarts"] == 0
