@@ -109,7 +109,9 @@ class Client:
 
     def metrics(self) -> dict[str, Any]:
         """Server-wide and per-client counters (``{"server": {...}, "client": {...}}``)."""
-        reply = self._request(encode("metrics"), reconnect=True)
+        reply = None
+        while reply is None:
+            reply = self._request(encode("metrics"))
         return {k: v for k, v in reply.header.items() if k != "type"}
 
     def disconnect(self) -> None:
@@ -139,15 +141,16 @@ class Client:
                 f"observation shape {obs.shape}, the server expects {self.observation_space.shape}"
             )
         frame = encode(kind, fields, {"observation": obs})
-        reconnects = self.reconnects
-        reply = self._request(frame, reconnect=True)
-        if self.reconnects != reconnects and kind == "step":
-            # the server discarded the episode with the old connection: this observation starts a new one
+        while True:
+            reply = self._request(frame)
+            if reply is not None:
+                break
+            # reconnected: the server discarded the old connection's episode, so this observation
+            # starts a new one (a final step has nothing left to report)
             self._in_episode = False
-            if fields.get("terminated") or fields.get("truncated"):
+            if kind == "step" and (fields["terminated"] or fields["truncated"]):
                 return None
-            reply = self._request(encode("start", None, {"observation": obs}), reconnect=True)
-            kind = "start"
+            kind, frame = "start", encode("start", None, {"observation": obs})
         if reply.type == "episode_end":
             self._in_episode = False
             return None
@@ -155,27 +158,25 @@ class Client:
         action = reply.arrays["action"]
         return int(action) if isinstance(self.action_space, Discrete) else action
 
-    def _request(self, frame: bytes, reconnect: bool) -> Message:
-        while True:
-            try:
-                if self.sock is None:
-                    raise ConnectionError("not connected")
-                self.sock.sendall(frame)
-                reply = recv_message(self.sock, self.max_message_bytes)
-            except (OSError, ConnectionError, WireError) as err:
-                if not reconnect:
-                    raise
-                self._close()
-                self._connect_with_backoff(err)
-                continue
-            if reply.type == "error":
-                self._close()
-                code = int(reply.header.get("code", 0))
-                if code in RETRYABLE and reconnect:
-                    self._connect_with_backoff()
-                    continue
-                raise ServerError(code, str(reply.header.get("name")), str(reply.header.get("message")))
-            return reply
+    def _request(self, frame: bytes) -> Message | None:
+        """Send ``frame`` and return the reply; None if the connection had to be re-made meanwhile."""
+        try:
+            if self.sock is None:
+                raise ConnectionError("not connected")
+            self.sock.sendall(frame)
+            reply = recv_message(self.sock, self.max_message_bytes)
+        except (OSError, WireError) as err:
+            self._close()
+            self._connect_with_backoff(err)
+            return None
+        if reply.type == "error":
+            self._close()
+            code = int(reply.header.get("code", 0))
+            if code in RETRYABLE:
+                self._connect_with_backoff()
+                return None
+            raise ServerError(code, str(reply.header.get("name")), str(reply.header.get("message")))
+        return reply
 
     def _connect_with_backoff(self, cause: BaseException | None = None) -> None:
         deadline = time.monotonic() + self.reconnect_timeout_s

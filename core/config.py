@@ -110,8 +110,8 @@ class WorkersConfig:
         None,
     )
     num_cpus_for_driver: int = doc(
-        "CPU threads the framework (torch) may use in the driver. 1 is fastest for small "
-        "networks and robust on a busy machine.",
+        "CPU threads the framework (torch; TF's intra- and inter-op pools) may use in the driver. "
+        "1 is fastest for small networks and robust on a busy machine.",
         1,
     )
     num_cpus_per_worker: int = doc(

@@ -39,7 +39,9 @@ def play(address: str, seed: int, token: str | None = None, max_steps: int | Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("address", help="host:port of the policy server")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--token", default=None)

@@ -197,3 +197,41 @@ def test_a_client_killed_mid_episode_does_not_stop_training_and_its_partial_epis
     # the check can fail: the victim's finished first episode did reach a batch
     trained = np.concatenate([obs for _, obs in recorder.batches])
     assert any(np.all(trained == row, axis=1).any() for row in state["first_episode"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("with_clients", [True, False])
+def test_rlgear_serve_checkpoints_and_exits_cleanly_on_sigterm(tmp_path, with_clients):
+    """With clients playing, or blocked waiting for the first one: SIGTERM writes a checkpoint, exit 0."""
+    address_file = tmp_path / "address"
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "rlgear", "serve", str(ROOT / "configs" / "ppo-cartpole-external.yaml"),
+            "--progress", "plain", "--set", "env.kwargs.port=0", "--set", f"env.kwargs.address_file={address_file}",
+            "--set", "env.kwargs.min_clients=2", "--set", f"logging.dir={tmp_path / 'runs'}",
+            "--set", "logging.tensorboard=false", "--set", "training.num_sgd_iter=1",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    clients: list[subprocess.Popen] = []
+    try:
+        address = _wait_address(address_file)
+        if with_clients:
+            clients = _clients(address, (1, 2), stdout=subprocess.DEVNULL)
+            deadline = time.monotonic() + 120
+            while not list((tmp_path / "runs").glob("*/progress.jsonl")) or not (
+                next((tmp_path / "runs").glob("*/progress.jsonl")).read_text().strip()
+            ):
+                assert time.monotonic() < deadline and server.poll() is None, "no iteration finished"
+                time.sleep(0.2)
+        else:
+            time.sleep(1.0)
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=120)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        _kill_all(clients)
+    assert server.returncode == 0, output
+    assert f"listening on {address}" in output
+    assert list((tmp_path / "runs").glob("*/checkpoint_*")), output

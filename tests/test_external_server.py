@@ -442,3 +442,25 @@ def test_a_client_written_from_the_protocol_doc_plays_an_episode(server):
     _doc_send(sock, {"type": "bye"})
     assert _doc_recv(sock)[0]["type"] == "bye"
     sock.close()
+
+
+def test_client_reconnects_with_backoff_when_the_server_comes_back():
+    first = Stepper(make_env())
+    port = first.env.server.address[1]
+    client = Client(first.address, backoff_s=(0.05, 0.2))
+    client.init(OBS)
+    first.stop()  # the server goes away mid-episode
+    restarted: list[Stepper] = []
+    timer = threading.Timer(0.5, lambda: restarted.append(Stepper(make_env(port=port))))
+    timer.start()
+    try:
+        action = client.send(1.0, OBS)  # reconnects, and starts a new episode there
+        assert action in (0, 1)
+        assert client.reconnects == 1
+        assert client.send(1.0, OBS, terminated=True) is None
+        assert client.metrics()["client"]["episodes"] == 1
+        client.disconnect()
+    finally:
+        timer.join()
+        for stepper in restarted:
+            stepper.stop()

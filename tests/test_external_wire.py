@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 from rlgear.wire import DTYPES, ErrorCode, FrameDecoder, WireError, decode_body, encode
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 arrays = st.dictionaries(
     st.text(min_size=1, max_size=8),

@@ -89,7 +89,7 @@ def test_async_training_survives_a_sigkilled_worker(tmp_path, trainer_cls):
 def test_a3c_with_continuous_actions_improves_on_pendulum():
     """Random play scores about -1200 to -1400 on Pendulum-v1; -700 needs a policy that swings up."""
     result = train_until_stop(
-        A3C, "a3c-pendulum.yaml", "seed=0", "stop={episode_return_mean: -700, timesteps_total: 300000}"
+        A3C, "a3c-pendulum.yaml", "seed=0", "stop={episode_return_mean: -700, timesteps_total: 400000}"
     )
     assert result["episode_return_mean"] >= -700, result
-    assert result["timesteps_total"] <= 300_000 + 10_000
+    assert result["timesteps_total"] <= 400_000 + 10_000

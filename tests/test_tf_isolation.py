@@ -33,6 +33,8 @@ def train_code(tmp_path, backend: str, num_cpus: int = 1) -> str:
         "    'env': {'name': 'CartPole-v1'},\n"
         f"    'workers': {{'num_envs_per_worker': 2, 'num_cpus_for_driver': {num_cpus}}},\n"
         "    'training': {'train_batch_size': 64, 'sgd_minibatch_size': 32, 'num_sgd_iter': 2},\n"
+        # the framework acting path (XLA-compiled on tf) rather than the numpy twin
+        "    'model': {'numpy_inference': False},\n"
         f"    'logging': {{'dir': {str(tmp_path)!r}, 'tensorboard': False, 'progress': 'none'}},\n"
         "    'stop': {'training_iteration': 2}})\n"
         "out = {'iterations': result['training_iteration'],\n"

@@ -12,6 +12,9 @@ import pytest
 
 import rlgear
 
+# Earlier tests in the same process may have started TF with its default thread pools.
+pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
+
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 

@@ -60,6 +60,11 @@ class Categorical:
     def draw_noise(rng: np.random.Generator, batch_size: int, space: Discrete) -> np.ndarray:
         return rng.random((batch_size, space.n), dtype=np.float32)
 
+    @staticmethod
+    def greedy_noise(batch_size: int, space: Discrete) -> np.ndarray:
+        """Noise for which ``sample`` is the argmax: u = 1/e makes the Gumbel term -log(-log u) = 0."""
+        return np.full((batch_size, space.n), math.exp(-1.0), dtype=np.float32)
+
 
 class DiagGaussian:
     """Continuous actions; inputs ``[B, 2 * dim]`` are the means then the log standard deviations."""
@@ -98,6 +103,11 @@ class DiagGaussian:
     @staticmethod
     def draw_noise(rng: np.random.Generator, batch_size: int, space: Box) -> np.ndarray:
         return rng.standard_normal((batch_size, space.size), dtype=np.float32)
+
+    @staticmethod
+    def greedy_noise(batch_size: int, space: Box) -> np.ndarray:
+        """Noise for which ``sample`` is the mean."""
+        return np.zeros((batch_size, space.size), dtype=np.float32)
 
 
 def distribution_class(space: Space) -> type[Categorical] | type[DiagGaussian]:

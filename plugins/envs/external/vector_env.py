@@ -63,6 +63,12 @@ class ExternalVectorEnv(VectorEnv):
         self._taken_last = np.zeros(num_envs, dtype=bool)
         #: slot i's running episode began with a FIRST this env emitted since the last reset
         self._live = np.zeros(num_envs, dtype=bool)
+        # Discrete actions: one pre-encoded frame per action value (encoding is a hot-path cost)
+        self._action_frames = (
+            [encode("action", None, {"action": np.int64(a)}) for a in range(self.action_space.n)]
+            if self.discrete and self.action_space.n <= 4096
+            else None
+        )
         self._started = False  # min_clients were connected once: from then on, step with whoever is there
 
     # --- VectorEnv ------------------------------------------------------------
@@ -118,7 +124,10 @@ class ExternalVectorEnv(VectorEnv):
             else:
                 action = np.asarray(actions[i], dtype=self._action_dtype)
                 self._last_action[i] = action
-                frame = encode("action", None, {"action": action})
+                if self._action_frames is not None and 0 <= action < len(self._action_frames):
+                    frame = self._action_frames[int(action)]
+                else:
+                    frame = encode("action", None, {"action": action})
             conn.expect_by = now + (timeout if conn.in_episode else grace)
             server.send(conn, frame)
 
