@@ -56,7 +56,9 @@ def make_workers(num_workers: int, steps: int) -> Any:
         },
         training_class=ppo.config_class,
     )
-    return WorkerSet(config, ppo.policy_class("torch"), registry.load_env_adapter("gymnasium"), ppo.postprocess)
+    return WorkerSet(
+        config, ppo.policy_class("torch"), registry.load_env_adapter("gymnasium"), ppo.postprocess
+    )
 
 
 def sync_round(workers: Any, steps: int) -> int:
@@ -114,7 +116,10 @@ def throughput(rounds: int, steps: int) -> dict[str, Any]:
     return {
         "env_steps_per_s": {k: round(v) for k, v in rate.items()},
         "ratio_to_in_process": {k: round(v / base, 2) for k, v in rate.items()},
-        "peak_rss_mb": {"driver (3 worker sets)": round(driver_rss / 1024), "worker": round(worker_rss / 1024)},
+        "peak_rss_mb": {
+            "driver (3 worker sets)": round(driver_rss / 1024),
+            "worker": round(worker_rss / 1024),
+        },
     }
 
 

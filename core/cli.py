@@ -70,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--out", help="PNG file to write (default: DIR/<metric>.png)")
 
-    serve = sub.add_parser("serve", help="train from environments that connect over TCP (env.adapter: external)")
+    serve = sub.add_parser(
+        "serve", help="train from environments that connect over TCP (env.adapter: external)"
+    )
     serve.add_argument("config", help="YAML config with env.adapter: external (see docs/protocol.md)")
     serve.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",

@@ -118,7 +118,9 @@ class WorkersConfig:
         "CPUs (Ray resource and framework threads) of each remote rollout worker.", 1
     )
     num_gpus_per_worker: float = doc("GPUs (Ray resource, may be fractional) of each remote worker.", 0.0)
-    ray: RayConfig = doc("How rlgear starts or attaches to Ray (only with num_workers > 0).", factory=lambda: RayConfig())
+    ray: RayConfig = doc(
+        "How rlgear starts or attaches to Ray (only with num_workers > 0).", factory=lambda: RayConfig()
+    )
     recreate_failed: bool = doc(
         "Replace a remote worker that died (process killed, node lost) with a fresh one holding the "
         "current weights; false stops the run at the first failure.",
@@ -480,7 +482,10 @@ def check_ranges(config: RunConfig, fail) -> None:
         if value < 0:
             raise fail(path, f"expected 0 or more, got {value}")
     if w.ray.object_store_memory is not None and w.ray.object_store_memory <= 0:
-        raise fail("workers.ray.object_store_memory", f"expected a positive number of bytes, got {w.ray.object_store_memory}")
+        raise fail(
+            "workers.ray.object_store_memory",
+            f"expected a positive number of bytes, got {w.ray.object_store_memory}",
+        )
     if config.checkpoint.every < 0:
         raise fail("checkpoint.every", f"expected 0 or more, got {config.checkpoint.every}")
     if config.checkpoint.keep is not None and config.checkpoint.keep < 1:

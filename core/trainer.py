@@ -255,7 +255,9 @@ class Trainer:
             return False  # the evaluators cut fragments of a length fixed when they were built
         self.config = new_config
         self.workers.config = new_config  # a replacement for a failed remote worker starts with it
-        self.workers.foreach_worker(lambda w, c=new_config: setattr(w, "config", c) or w.policy.update_config(c))
+        self.workers.foreach_worker(
+            lambda w, c=new_config: setattr(w, "config", c) or w.policy.update_config(c)
+        )
         self.metrics.episodes = type(self.metrics.episodes)(
             self.metrics.episodes, maxlen=new_config.training.metrics_window
         )
@@ -398,7 +400,9 @@ class Trainer:
         # Env internals can't be saved in general: restart envs with a seed that
         # depends on how often the run was restored, so a resumed run is reproducible.
         seed, epoch = self.config.seed, self.restore_epoch
-        self.workers.foreach_worker_with_id(lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch)))
+        self.workers.foreach_worker_with_id(
+            lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch))
+        )
 
     def stop(self) -> None:
         """Release envs, processes and files."""

@@ -513,7 +513,9 @@ def test_remote_worker_keys_are_validated_with_their_key_path():
     assert error_of(base(workers={"ray": {"adress": "auto"}})).startswith(
         f"{SOURCE}: workers.ray.adress: unknown key; did you mean 'address'?"
     )
-    assert error_of(base(workers={"max_restarts": -1})).startswith(f"{SOURCE}: workers.max_restarts: expected")
+    assert error_of(base(workers={"max_restarts": -1})).startswith(
+        f"{SOURCE}: workers.max_restarts: expected"
+    )
 
 
 def test_boundary_values_are_accepted():

@@ -37,7 +37,9 @@ def make_workers(tmp_path, num_workers=2):
         workers={"num_workers": num_workers, "num_envs_per_worker": 2, "rollout_fragment_length": 16},
     )
     config = config_mod.resolve(raw, training_class=PPO.config_class)
-    return WorkerSet(config, PPO.policy_class("torch"), registry.load_env_adapter("gymnasium"), PPO.postprocess)
+    return WorkerSet(
+        config, PPO.policy_class("torch"), registry.load_env_adapter("gymnasium"), PPO.postprocess
+    )
 
 
 @pytest.fixture(scope="module")

@@ -197,7 +197,9 @@ class TorchPolicy(Policy):
         self.optimizer.lr = self._current_lr()
         self.optimizer.zero_grad()
         for name, param in self.model.named_parameters():
-            param.grad = torch.from_numpy(np.array(converted[name], dtype=np.float32, order="C"))  # a copy: may be read-only
+            param.grad = torch.from_numpy(
+                np.array(converted[name], dtype=np.float32, order="C")
+            )  # a copy: may be read-only
         grad_clip = self.config.training.grad_clip
         if grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.optimizer.params, grad_clip)
