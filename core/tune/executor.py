@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -23,52 +24,59 @@ from rlgear.config import RunConfig
 from rlgear.scheduler import Trial
 
 
-class TrialExecutor:
+class TrialExecutor(ABC):
     """The contract both executors implement (the runner calls nothing else)."""
 
     #: Seconds spent inside ``Trainer.train()`` (for the runner-overhead benchmark).
     train_time_s: float = 0.0
 
+    @abstractmethod
     def has_resources(self, trial: Trial, config: RunConfig) -> bool:
-        raise NotImplementedError
+        """Whether the trial could start now (the local executor: under ``max_concurrent``; Ray: free CPUs)."""
 
+    @abstractmethod
     def start_trial(self, trial: Trial, config: RunConfig) -> None:
         """Build the trial's trainer (errors propagate: the runner counts them as trial failures)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def continue_training(self, trial: Trial) -> None:
         """Schedule one more iteration of a started trial."""
-        raise NotImplementedError
 
+    @abstractmethod
     def in_flight(self) -> int:
         """Iterations scheduled and not yet returned."""
-        raise NotImplementedError
 
+    @abstractmethod
     def get_next_result(self) -> tuple[Trial, dict[str, Any] | BaseException]:
         """The next finished iteration: ``(trial, result)``, or ``(trial, exception)`` if it raised."""
-        raise NotImplementedError
 
+    @abstractmethod
     def save(self, trial: Trial, checkpoint_dir: str | None = None) -> str:
-        raise NotImplementedError
+        """Write the trial's checkpoint (to ``checkpoint_dir`` or the trial's folder); returns its path."""
 
+    @abstractmethod
     def restore(self, trial: Trial, path: str) -> None:
-        raise NotImplementedError
+        """Load the checkpoint at ``path`` into the trial's live trainer."""
 
+    @abstractmethod
     def save_to_object(self, trial: Trial) -> dict[str, Any]:
-        raise NotImplementedError
+        """An in-memory snapshot of the trial's trainer (PBT's exploit source)."""
 
+    @abstractmethod
     def restore_from_object(self, trial: Trial, snapshot: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Load a snapshot from :meth:`save_to_object` into the trial's live trainer."""
 
+    @abstractmethod
     def reset_config(self, trial: Trial, config: RunConfig) -> bool:
-        raise NotImplementedError
+        """Give the live trainer new hyperparameters in place; False if it needs rebuilding."""
 
+    @abstractmethod
     def stop_trial(self, trial: Trial) -> None:
         """Release the trial's trainer (never raises: a dead trainer is already stopped)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def is_live(self, trial: Trial) -> bool:
-        raise NotImplementedError
+        """Whether the trial holds a started trainer."""
 
     def shutdown(self) -> None:
         """Stop every trainer still alive."""
