@@ -202,9 +202,11 @@ def test_plot_cli_writes_the_png(tmp_path, capsys):
 
 
 def test_the_plain_table_shows_status_and_searched_values(tmp_path, capsys):
-    run(experiment_config(tmp_path, iterations=2), progress="plain")
+    config = experiment_config(tmp_path, iterations=2)
+    config["logging"]["progress_interval_s"] = 0  # a table after every iteration
+    run(config, progress="plain")
     out = capsys.readouterr().out
-    assert "2 trials: 2 TERMINATED" in out
+    assert out.count("2 trials: 2 TERMINATED") == 1  # the final table is not printed twice
     assert "training.lr" in out and "0.0003" in out
     assert "best trial: trial_000" in out or "best trial: trial_001" in out
 

@@ -75,6 +75,7 @@ class TrialTable:
             mode = "rich" if sys.stdout.isatty() else "plain"
         self.mode, self.metric, self.interval_s = mode, metric, interval_s
         self._last = 0.0
+        self._last_plain = ""
         self._live = None
         self._console = None
 
@@ -104,8 +105,15 @@ class TrialTable:
                 self._last = now
             return
         if force or now - self._last >= self.interval_s:
-            print(self.render_plain(trials), flush=True)
+            self._print_plain(trials)
             self._last = now
+
+    def _print_plain(self, trials: Sequence[Trial]) -> None:
+        """Print the table unless it is the one printed last (the final table would repeat)."""
+        text = self.render_plain(trials)
+        if text != self._last_plain:
+            print(text, flush=True)
+            self._last_plain = text
 
     def render_plain(self, trials: Sequence[Trial]) -> str:
         header, rows = table_rows(trials, self.metric)
@@ -132,4 +140,4 @@ class TrialTable:
             self._console.line()  # Live leaves the cursor at the end of the table
             self._live = None
         elif self.mode == "plain" and trials is not None:
-            print(self.render_plain(trials), flush=True)
+            self._print_plain(trials)
