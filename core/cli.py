@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 import rlgear
@@ -198,9 +199,16 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:
+    """Warnings read like the errors: one line, no file name or source line (``--debug`` keeps those)."""
+    return f"rlgear: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if not args.debug:
+        warnings.formatwarning = _one_line_warning
     if args.command is None:
         parser.print_help()
         return EXIT_USER_ERROR

@@ -129,6 +129,27 @@ def make_actor_class(num_cpus: float, num_gpus: float) -> Any:
     )
 
 
+def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None:
+    """Warn when a local Ray would get more CPUs than this machine has.
+
+    A local Ray is started with exactly the CPUs the workers ask for, so such a
+    run still works, but its workers share cores and sample slower than fewer
+    workers would: the user should know.
+    """
+    import os
+    import warnings
+
+    asked, cores = num_workers * num_cpus_per_worker, os.cpu_count() or 1
+    if asked > cores:
+        warnings.warn(
+            f"workers.num_workers: {num_workers} workers x {num_cpus_per_worker:g} CPU = {asked:g} CPUs "
+            f"on a machine with {cores} cores; the workers will share cores "
+            f"(at most {max(1, int(cores // num_cpus_per_worker))} workers is usually faster here)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 class RemoteWorkerFactory:
     """Starts, health-checks and kills the remote evaluator actors of one WorkerSet.
 
@@ -149,6 +170,8 @@ class RemoteWorkerFactory:
         from rlgear import ray_session
 
         w = config.workers
+        if w.ray.address is None:
+            warn_if_oversubscribed(w.num_workers, w.num_cpus_per_worker)
         ray_session.init_ray(
             num_cpus=w.num_workers * w.num_cpus_per_worker,
             address=w.ray.address,

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import signal
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -195,3 +196,21 @@ def test_run_stops_with_a_clear_error_after_max_restarts(trainer, tmp_path):
                 run.train()
     finally:
         run.stop()
+
+
+def test_more_worker_cpus_than_cores_warns_before_a_local_ray_starts(monkeypatch):
+    from rlgear.remote_worker import warn_if_oversubscribed
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.warns(RuntimeWarning, match=r"4 workers x 1 CPU = 4 CPUs on a machine with 2 cores"):
+        warn_if_oversubscribed(4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_oversubscribed(2, 1)  # fits: no warning
+
+
+def test_the_cli_prints_a_warning_as_one_line():
+    from rlgear.cli import _one_line_warning
+
+    text = _one_line_warning(RuntimeWarning("workers.num_workers: too many"), RuntimeWarning, "x.py", 3)
+    assert text == "rlgear: warning: workers.num_workers: too many\n"
