@@ -1,10 +1,12 @@
 """Fast tests of ``impala`` and ``a3c`` without Ray (``workers.num_workers: 0``).
 
 The async ops fall back to the driver's own evaluator, so everything here runs
-in one process: the V-trace loss against numpy ``value_ops.vtrace``, the
-policies' compute/apply gradients against ``learn_on_batch``, the loss's
-direction, config checks, checkpoints. Learning to a target return (with
-remote workers on a real local Ray) is in ``test_learning_impala_a3c.py``.
+in one process: the V-trace loss (torch and TF) against numpy ``value_ops.vtrace``,
+the policies' compute/apply gradients against ``learn_on_batch`` on both backends,
+the loss's direction, config checks, checkpoints, a few iterations on TF.
+Agreement of the TF and torch losses and gradients is in ``test_tf_parity.py``;
+learning to a target return (with remote workers on a real local Ray) is in
+``test_learning_impala_a3c.py``.
 """
 
 from __future__ import annotations
@@ -13,22 +15,29 @@ import numpy as np
 import pytest
 import torch
 
-from rlgear import value_ops
+from rlgear import registry, value_ops
 from rlgear.config import resolve
-from rlgear.errors import ConfigError, UnsupportedError
+from rlgear.errors import ConfigError
 from rlgear.plugins.algorithms.a3c import A3C
 from rlgear.plugins.algorithms.impala import IMPALA
+from rlgear.plugins.algorithms.impala.tf_policy import vtrace as tf_vtrace
 from rlgear.plugins.algorithms.impala.torch_policy import vtrace as torch_vtrace
+from rlgear.plugins.backends.tf import tf
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
 from tests.test_vtrace import random_episodes
 
+# TF is imported above, before a TF trainer sizes its thread pools (which then warns).
+pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
+
 LAST = int(StepType.LAST)
+VTRACE_CLIPS = [(1.0, 1.0, 1.0, 1.0), (2.0, 0.5, 0.9, 0.95), (None, None, None, 0.7)]
 
 
-def run_config(tmp_path, trainer_cls, env="CartPole-v1", training=None, workers=None):
+def run_config(tmp_path, trainer_cls, env="CartPole-v1", training=None, workers=None, backend="torch"):
     raw = {
         "algorithm": trainer_cls.name,
+        "backend": backend,
         "seed": 0,
         "env": {"name": env},
         "workers": {"num_envs_per_worker": 2, "rollout_fragment_length": 8, **(workers or {})},
@@ -47,7 +56,7 @@ def impala(tmp_path):
 
 
 # --- V-trace in the loss --------------------------------------------------------------------
-@pytest.mark.parametrize("clips", [(1.0, 1.0, 1.0, 1.0), (2.0, 0.5, 0.9, 0.95), (None, None, None, 0.7)])
+@pytest.mark.parametrize("clips", VTRACE_CLIPS)
 def test_torch_vtrace_matches_numpy_value_ops(clips):
     rho, pg_rho, c, lam = clips
     log_rhos, rewards, values, step_types, discounts = random_episodes(np.random.default_rng(7), T=11, B=4)
@@ -58,6 +67,38 @@ def test_torch_vtrace_matches_numpy_value_ops(clips):
     )
     np.testing.assert_allclose(got[0].numpy(), expected[0], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got[1].numpy(), expected[1], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("clips", VTRACE_CLIPS)
+def test_tf_vtrace_matches_numpy_value_ops_eagerly_and_compiled_for_any_batch_size(clips):
+    rho, pg_rho, c, lam = clips
+    kwargs = dict(clip_rho_threshold=rho, clip_pg_rho_threshold=pg_rho, clip_c_threshold=c, lambda_=lam)
+    float_spec = tf.TensorSpec([11, None], tf.float64)
+    compiled = tf.function(
+        lambda *inputs: tf_vtrace(*inputs, **kwargs),
+        input_signature=[float_spec] * 3 + [tf.TensorSpec([11, None], tf.int32), float_spec],
+    )
+    for seed, batch_size in ((7, 4), (8, 1)):
+        inputs = random_episodes(np.random.default_rng(seed), T=11, B=batch_size)
+        expected = value_ops.vtrace(*inputs, **kwargs)
+        for run in (tf_vtrace, compiled):
+            tensors = [tf.constant(x) for x in inputs]
+            got = run(*tensors, **kwargs) if run is tf_vtrace else run(*tensors)
+            np.testing.assert_allclose(got[0].numpy(), expected[0], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(got[1].numpy(), expected[1], rtol=1e-10, atol=1e-10)
+    assert compiled.experimental_get_tracing_count() == 1  # one graph for every batch size
+
+
+def test_no_gradient_flows_through_tf_vtrace():
+    log_rhos, rewards, values, step_types, discounts = (
+        tf.constant(x) for x in random_episodes(np.random.default_rng(0), T=6, B=2)
+    )
+    with tf.GradientTape(persistent=True) as tape:
+        for x in (log_rhos, rewards, values, discounts):
+            tape.watch(x)
+        vs, pg = tf_vtrace(log_rhos, rewards, values, step_types, discounts)
+        total = tf.reduce_sum(vs) + tf.reduce_sum(pg)
+    assert all(tape.gradient(total, x) is None for x in (log_rhos, rewards, values, discounts))
 
 
 def test_postprocessing_keeps_fragments_as_sequences_with_the_bootstrap_step(impala):
@@ -187,25 +228,67 @@ def test_a3c_config_errors_name_the_key(tmp_path):
         run_config(tmp_path, A3C, training={"gae_lambda": -0.1})
 
 
-@pytest.mark.parametrize("trainer_cls", [IMPALA, A3C])
-def test_tf_backend_is_refused_clearly(trainer_cls):
-    with pytest.raises(UnsupportedError, match=f"'{trainer_cls.name}' does not support backend 'tf'"):
-        trainer_cls.policy_class("tf")
+def test_impala_trains_on_tf_without_ray_and_reports_its_learner_stats(tmp_path):
+    config = run_config(
+        tmp_path, IMPALA, training={"min_env_steps_per_iteration": 64},
+        workers={"num_workers": 0}, backend="tf",
+    )  # fmt: skip
+    trainer = IMPALA(config)
+    try:
+        assert type(trainer.policy).__name__ == "IMPALATFPolicy"
+        before = trainer.policy.get_weights()
+        for _ in range(2):
+            result = trainer.train()
+        assert result["timesteps_total"] >= 128
+        # an update takes queued fragments (at most 16 env steps each) once they hold 32 env steps
+        learned_on = result["timesteps_total"] - result["learner/learner_queue_env_steps"]
+        assert learned_on / 47 <= result["learner/num_learner_updates"] <= learned_on / 32
+        for key in ("total_loss", "grad_gnorm", "vf_loss", "policy_loss", "entropy", "mean_rho"):
+            assert np.isfinite(result[f"learner/{key}"]), key
+        # on-policy without remote workers: target and behaviour log-probs agree
+        assert result["learner/mean_rho"] == pytest.approx(1.0, abs=1e-3)
+        after = trainer.policy.get_weights()
+        assert any(not np.allclose(after[k], before[k]) for k in after)
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+def test_a3c_trains_on_tf_without_ray_and_reports_its_learner_stats(tmp_path, env):
+    config = run_config(
+        tmp_path, A3C, env=env, training={"min_env_steps_per_iteration": 32},
+        workers={"num_workers": 0}, backend="tf",
+    )  # fmt: skip
+    trainer = A3C(config)
+    try:
+        assert type(trainer.policy).__name__ == "A3CTFPolicy"
+        before = trainer.policy.get_weights()
+        for _ in range(2):
+            result = trainer.train()
+        assert result["timesteps_total"] == 64
+        assert result["learner/num_grad_updates"] == 4  # one gradient per 16-step fragment
+        for key in ("total_loss", "grad_gnorm", "vf_loss", "policy_loss", "entropy", "cur_lr"):
+            assert np.isfinite(result[f"learner/{key}"]), key
+        after = trainer.policy.get_weights()
+        assert any(not np.allclose(after[k], before[k]) for k in after)
+    finally:
+        trainer.stop()
 
 
 # --- A3C: gradients computed apart from where they are applied ----------------------------
-def a3c_policy_and_batch(tmp_path, env="CartPole-v1", **training):
-    trainer = A3C(run_config(tmp_path, A3C, env=env, training=training))
+def a3c_policy_and_batch(tmp_path, env="CartPole-v1", backend="torch", **training):
+    trainer = A3C(run_config(tmp_path, A3C, env=env, training=training, backend=backend))
     batch, _ = trainer.workers.local_worker.sample_with_count()
     return trainer, batch
 
 
+@pytest.mark.parametrize("backend", ["torch", "tf"])
 @pytest.mark.parametrize(
     "env, grad_clip", [("CartPole-v1", 0.5), ("CartPole-v1", None), ("Pendulum-v1", 0.5)]
 )
-def test_compute_then_apply_gradients_equals_learn_on_batch(tmp_path, env, grad_clip):
-    learner, batch = a3c_policy_and_batch(tmp_path, env=env, grad_clip=grad_clip)
-    twin = A3C(run_config(tmp_path, A3C, env=env, training={"grad_clip": grad_clip}))
+def test_compute_then_apply_gradients_equals_learn_on_batch(tmp_path, env, grad_clip, backend):
+    learner, batch = a3c_policy_and_batch(tmp_path, env=env, backend=backend, grad_clip=grad_clip)
+    twin = A3C(run_config(tmp_path, A3C, env=env, training={"grad_clip": grad_clip}, backend=backend))
     try:
         twin.policy.set_weights(learner.policy.get_weights())
         before = learner.policy.get_weights()
@@ -228,21 +311,51 @@ def test_compute_then_apply_gradients_equals_learn_on_batch(tmp_path, env, grad_
         twin.stop()
 
 
-def test_apply_gradients_checks_names_and_shapes_before_changing_anything(tmp_path):
-    trainer, batch = a3c_policy_and_batch(tmp_path)
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_apply_gradients_checks_names_and_shapes_before_changing_anything(tmp_path, backend):
+    trainer, batch = a3c_policy_and_batch(tmp_path, backend=backend)
     try:
         grads, _ = trainer.policy.compute_gradients(batch)
         before = trainer.policy.get_weights()
-        missing = dict(grads)
-        missing.pop(next(iter(missing)))
-        with pytest.raises(ValueError, match="missing"):
+        optimizer_before = trainer.policy.get_state().arrays
+        first = next(iter(grads))
+        missing = {k: v for k, v in grads.items() if k != first}
+        with pytest.raises(ValueError, match=f"missing.*{first}"):
             trainer.policy.apply_gradients(missing)
-        wrong = {k: (v[:-1] if i == 0 else v) for i, (k, v) in enumerate(grads.items())}
-        with pytest.raises(ValueError, match="shape"):
+        # every gradient but the last is good: a check that stopped early would have changed them
+        last = list(grads)[-1]
+        wrong = {k: (v[:-1] if k == last else v) for k, v in grads.items()}
+        with pytest.raises(ValueError, match=f"'{last}' has shape"):
             trainer.policy.apply_gradients(wrong)
         np.testing.assert_equal(trainer.policy.get_weights(), before)
+        np.testing.assert_equal(trainer.policy.get_state().arrays, optimizer_before)
+        assert trainer.policy.num_grad_updates == 0
         trainer.policy.apply_gradients({k: v.copy() for k, v in grads.items()})  # read-only-safe copy path
         assert trainer.policy.num_grad_updates == 1
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_a_weight_the_loss_does_not_reach_gets_a_zero_gradient_that_applies(tmp_path, backend):
+    pg_cls = registry.load_algorithm("pg")
+    config = run_config(
+        tmp_path, pg_cls, backend=backend, training={"use_baseline": False},
+        workers={"batch_mode": "complete_episodes"},
+    )  # fmt: skip
+    trainer = pg_cls(config)
+    try:
+        batch, _ = trainer.workers.local_worker.sample_with_count()
+        before = trainer.policy.get_weights()
+        grads, _ = trainer.policy.compute_gradients(batch)
+        assert set(grads) == set(before)  # the value head too, though REINFORCE never uses it
+        value_head = [k for k in grads if k.startswith("value/")]
+        assert value_head and all(not grads[k].any() for k in value_head)
+        assert any(grads[k].any() for k in grads if k.startswith("policy/"))
+        trainer.policy.apply_gradients(grads)
+        after = trainer.policy.get_weights()
+        assert all(np.array_equal(after[k], before[k]) for k in value_head)
+        assert any(not np.array_equal(after[k], before[k]) for k in grads if k.startswith("policy/"))
     finally:
         trainer.stop()
 

@@ -203,6 +203,63 @@ def test_learn_step_is_traced_once_across_batch_sizes_and_partial_minibatches(tm
     assert step.function.experimental_get_tracing_count() == 1
 
 
+def a3c_batch(policy, n=64, seed=0):
+    batch = ppo_batch(policy, n, seed)
+    return SB({k: batch[k] for k in (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)})
+
+
+def test_compute_and_apply_gradients_are_traced_once_and_agree_with_eager(tmp_path):
+    compiled = make_policy(resolve(tmp_path, "a3c", {"lr_schedule": [[0, 1e-3], [1000, 0.0]]}))
+    eager = make_policy(resolve(tmp_path, "a3c", {"eager": True}))
+    for n in (64, 50, 7):
+        batch = a3c_batch(compiled, n=n, seed=n)
+        eager.set_weights(compiled.get_weights())
+        grads, stats = compiled.compute_gradients(batch)
+        eager_grads, eager_stats = eager.compute_gradients(batch)
+        assert set(stats) == set(eager_stats) >= {"total_loss", "grad_gnorm", "policy_loss"}
+        for key, value in stats.items():
+            np.testing.assert_allclose(eager_stats[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+        for name, value in grads.items():
+            np.testing.assert_allclose(eager_grads[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+        compiled.apply_gradients(grads)
+    (gradients,) = compiled._gradient_fns.values()
+    assert gradients.function.experimental_get_tracing_count() == 1
+    assert compiled._apply_clipped.function.experimental_get_tracing_count() == 1
+    assert compiled.num_grad_updates == 3 and compiled.optimizer.steps == 3
+    # apply_gradients follows the lr schedule (a variable: no retrace)
+    compiled.set_global_timestep(500)
+    compiled.apply_gradients(grads)
+    assert compiled.optimizer.lr == pytest.approx(5e-4)
+    assert compiled._apply_clipped.function.experimental_get_tracing_count() == 1
+
+
+def impala_sequences(n, steps=9, seed=0):
+    rng = np.random.default_rng(seed)
+    step_types = np.full((n, steps), StepType.MID, dtype=np.int32)
+    step_types[:, 0] = StepType.FIRST
+    step_types[0, 4], step_types[0, 5] = StepType.LAST, StepType.FIRST
+    return SB(
+        {
+            SB.OBS: rng.normal(size=(n, steps, 4)).astype(np.float32),
+            SB.ACTIONS: rng.integers(2, size=(n, steps)).astype(np.int64),
+            SB.REWARDS: rng.normal(size=(n, steps)).astype(np.float32),
+            SB.DISCOUNTS: np.ones((n, steps), np.float32),
+            SB.STEP_TYPES: step_types,
+            SB.ACTION_LOGP: np.full((n, steps), np.log(0.5), np.float32),
+        }
+    )
+
+
+def test_impala_learn_step_is_traced_once_across_numbers_of_sequences(tmp_path):
+    policy = make_policy(resolve(tmp_path, "impala", {"num_sgd_iter": 2}))
+    for n in (6, 3, 1):
+        stats = policy.learn_on_batch(impala_sequences(n, seed=n))
+        assert np.isfinite(stats["total_loss"]) and stats["grad_gnorm"] > 0
+    (step,) = policy._sgd_steps.values()
+    assert step.function.experimental_get_tracing_count() == 1
+    assert policy.num_grad_updates == 6
+
+
 def test_clip_schedule_and_lr_schedule_take_effect_without_retracing(tmp_path):
     policy = make_policy(
         resolve(
@@ -262,6 +319,32 @@ def test_tf_acting_path_samples_from_the_policy_and_is_seeded(tmp_path):
     np.testing.assert_array_equal(again.compute_actions(timestep_of(obs))[0], actions)
 
 
+def test_acting_skips_argument_binding_and_gives_what_the_public_call_gives(tmp_path):
+    policy = make_policy(resolve(tmp_path, model={"numpy_inference": False}))
+    act = policy._act
+    obs = tf.constant(np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32))
+    noise = tf.constant(np.full((8, 2), 0.3, np.float32))
+    act(obs, noise)
+    assert act._call_flat is not None  # the pinned TF has ConcreteFunction._call_flat
+    calls = []
+    flat = act._call_flat
+    act._call_flat = lambda *a: calls.append(1) or flat(*a)
+    fast = act(obs, noise)
+    public = act._concrete(obs, noise)
+    assert calls == [1]
+    assert set(fast) == set(public)
+    for key in public:
+        np.testing.assert_array_equal(fast[key].numpy(), public[key].numpy())
+    # the fast path reads the live variables: weights set later are used
+    weights = {k: np.zeros_like(v) for k, v in policy.get_weights().items()}
+    policy.set_weights(weights)
+    np.testing.assert_allclose(act(obs, noise)["action_logp"].numpy(), np.log(0.5), rtol=1e-6)
+    # an input that does not fit the signature takes the public call, which raises TF's own error
+    with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+        act(tf.constant(np.zeros((8, 4), np.float64)), noise)
+    assert len(calls) == 2
+
+
 def test_tf_acting_path_with_box_actions_matches_the_numpy_twin_greedily(tmp_path):
     tf_path = make_policy(
         resolve(tmp_path, env="Pendulum-v1", model={"numpy_inference": False}), PENDULUM_OBS, PENDULUM_ACT
@@ -314,9 +397,17 @@ def test_an_algorithm_without_a_tf_policy_says_so_before_any_work(tmp_path):
         TorchOnly(raw)
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn"])
+BUILTIN_ALGORITHMS = ["a2c", "a3c", "dqn", "impala", "pg", "ppo"]
+
+
+def test_the_builtin_algorithms_are_the_ones_listed_here():
+    builtin = [p.name for p in registry.available("algorithm") if p.target.startswith("rlgear.plugins.")]
+    assert builtin == BUILTIN_ALGORITHMS  # a new one must be added to the test below
+
+
+@pytest.mark.parametrize("algorithm", BUILTIN_ALGORITHMS)
 def test_every_builtin_algorithm_lists_the_tf_backend(algorithm):
-    assert "tf" in registry.load_algorithm(algorithm).capabilities()["backends"]
+    assert registry.load_algorithm(algorithm).capabilities()["backends"] == ["tf", "torch"]
 
 
 # ----------------------------------------------------------------------------- trainers on tf

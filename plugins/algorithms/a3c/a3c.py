@@ -28,11 +28,12 @@ from rlgear.trainer import Trainer
 
 class A3C(Trainer):
     name = "a3c"
-    description = (
-        "Asynchronous advantage actor-critic (async gradients), discrete and continuous actions (torch)"
-    )
+    description = "Asynchronous advantage actor-critic (async gradients), discrete and continuous actions"
     config_class = A3CConfig
-    policies = {"torch": "rlgear.plugins.algorithms.a3c.torch_policy:A3CTorchPolicy"}
+    policies = {
+        "torch": "rlgear.plugins.algorithms.a3c.torch_policy:A3CTorchPolicy",
+        "tf": "rlgear.plugins.algorithms.a3c.tf_policy:A3CTFPolicy",
+    }
     action_spaces = frozenset({"discrete", "continuous"})
 
     @staticmethod

@@ -2,7 +2,7 @@
 
 Framework-free parts live here (config, postprocessing, the asynchronous
 training step); the V-trace loss lives in one module per backend
-(``torch_policy``), imported only when a run uses that backend.
+(``torch_policy``, ``tf_policy``), imported only when a run uses that backend.
 """
 
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig

@@ -45,9 +45,12 @@ SEQUENCE_COLUMNS = (
 
 class IMPALA(Trainer):
     name = "impala"
-    description = "IMPALA: asynchronous sampling, V-trace off-policy correction (torch)"
+    description = "IMPALA: asynchronous sampling, V-trace off-policy correction"
     config_class = IMPALAConfig
-    policies = {"torch": "rlgear.plugins.algorithms.impala.torch_policy:IMPALATorchPolicy"}
+    policies = {
+        "torch": "rlgear.plugins.algorithms.impala.torch_policy:IMPALATorchPolicy",
+        "tf": "rlgear.plugins.algorithms.impala.tf_policy:IMPALATFPolicy",
+    }
     action_spaces = frozenset({"discrete", "continuous"})
 
     @staticmethod

@@ -164,7 +164,8 @@ class TorchPolicy(Policy):
         Returned as numpy under the framework-neutral names and layout of
         :meth:`get_weights` (kernels ``[in, out]``), so they cross processes
         and backends like weights do. Not clipped: :meth:`apply_gradients`
-        clips with ``training.grad_clip``, where the learner applies them.
+        clips with ``training.grad_clip``, where the learner applies them. A
+        parameter the loss does not reach gets a zero gradient.
         """
         tensors = self.to_tensors(batch, self.loss_columns)
         loss, stats = self.loss(tensors)
@@ -173,9 +174,9 @@ class TorchPolicy(Policy):
         grads: dict[str, np.ndarray] = {}
         norms = []
         for name, param in self.model.named_parameters():
-            if param.grad is None:
-                continue
-            value = param.grad.detach()
+            # A parameter the loss does not reach (pg's value head without a baseline)
+            # gets a zero gradient: apply_gradients expects every weight, as on TF.
+            value = torch.zeros_like(param) if param.grad is None else param.grad.detach()
             norms.append(value.norm())
             value = value.numpy()
             if self._is_kernel(name) and value.ndim == 2:
