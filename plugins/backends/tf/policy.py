@@ -143,7 +143,6 @@ class TFPolicy(Policy):
         # Bumped whenever the weights change, so the numpy twin knows when to refresh.
         self.weights_version = 0
         self.fast_actor = self._make_fast_actor()
-        self._action_dtype = np.int64 if isinstance(action_space, Discrete) else np.float32
         self._obs_spec = tf.TensorSpec([None, flat_dim(observation_space)], tf.float32)
         self._compile()
 
@@ -175,10 +174,10 @@ class TFPolicy(Policy):
         # per run). Custom models may use ops XLA lacks, so only the catalog's are fused.
         jit = not self.config.model.custom
         self._forward = self.function(self.model.__call__, [self._obs_spec], jit)
-        noise_spec = tf.TensorSpec([None, action_dim(self.action_space)], tf.float32)
+        width = flat_dim(self.observation_space) + action_dim(self.action_space)
         # One function for exploring and greedy acting (greedy = sampling with greedy_noise):
         # a second graph without the noise input ran 3-4x slower per call (TF 2.21, CPU).
-        self._act = self.function(self._act_impl, [self._obs_spec, noise_spec], jit)
+        self._act = self.function(self._act_packed, [tf.TensorSpec([None, width], tf.float32)], jit)
 
     def update_config(self, config: Any) -> None:
         super().update_config(config)
@@ -209,6 +208,26 @@ class TFPolicy(Policy):
             out[SampleBatch.VF_PREDS] = values
         return out
 
+    def _act_packed(self, obs_and_noise: tf.Tensor) -> tf.Tensor:
+        """:meth:`_act_impl` with one input and one output, the cheapest shape of a TF call.
+
+        In: observations then noise, ``[B, F + noise width]``. Out: the action
+        columns (one for Discrete, exact as float32 below 2**24 actions), the
+        log-probability, then the value if the model has one. Each extra
+        input or output tensor costs a conversion and a binding: for 8
+        observations, packing took 18% off a call (TF 2.21, CPU).
+        """
+        features = flat_dim(self.observation_space)
+        out = self._act_impl(obs_and_noise[:, :features], obs_and_noise[:, features:])
+        batch = tf.shape(obs_and_noise)[0]
+        columns = [
+            tf.reshape(tf.cast(out["actions"], tf.float32), [batch, -1]),
+            out[SampleBatch.ACTION_LOGP][:, None],
+        ]
+        if SampleBatch.VF_PREDS in out:
+            columns.append(out[SampleBatch.VF_PREDS][:, None])
+        return tf.concat(columns, axis=1)
+
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
@@ -223,10 +242,17 @@ class TFPolicy(Policy):
             noise = self.dist_class.draw_noise(self.acting_rng, obs.shape[0], self.action_space)
         else:
             noise = self.dist_class.greedy_noise(obs.shape[0], self.action_space)
-        outputs = self._act(tf.constant(obs), tf.constant(noise))  # cheaper than convert_to_tensor
-        out = {k: v.numpy() for k, v in outputs.items()}
-        actions = out.pop("actions").astype(self._action_dtype, copy=False)
-        return actions, state, out
+        # tf.constant: cheaper than tf.convert_to_tensor for a numpy array
+        packed = self._act(tf.constant(np.concatenate([obs, noise], axis=1))).numpy()
+        if isinstance(self.action_space, Discrete):
+            k, actions = 1, packed[:, 0].astype(np.int64)
+        else:
+            k = self.action_space.size
+            actions = packed[:, :k]
+        extras = {SampleBatch.ACTION_LOGP: packed[:, k]}
+        if packed.shape[1] > k + 1:
+            extras[SampleBatch.VF_PREDS] = packed[:, k + 1]
+        return actions, state, extras
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
