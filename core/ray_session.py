@@ -57,8 +57,10 @@ def init_ray(
     address: str | None = None,
     object_store_memory: int | None = None,
     quiet: bool = True,
-) -> None:
+) -> bool:
     """Start a local Ray with ``num_cpus`` CPUs, or attach to the cluster at ``address``.
+
+    Returns True when this call started a local Ray (False: attached, or already running).
 
     Idempotent: when Ray is already initialized in this process (by an earlier
     call, a test fixture or the user's own ``ray.init``), the running session
@@ -72,7 +74,7 @@ def init_ray(
         os.environ.setdefault(key, value)
     ray = import_ray()
     if ray.is_initialized():
-        return
+        return False
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": not quiet,
@@ -96,6 +98,7 @@ def init_ray(
     except RuntimeError as err:
         raise RaySessionError(f"could not start Ray: {err}") from err
     _started_here = address is None
+    return _started_here
 
 
 def shutdown_ray(force: bool = False) -> None:

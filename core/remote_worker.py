@@ -130,11 +130,12 @@ def make_actor_class(num_cpus: float, num_gpus: float) -> Any:
 
 
 def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None:
-    """Warn when a local Ray would get more CPUs than this machine has.
+    """Warn when the local Ray this run started has more CPUs than this machine has.
 
     A local Ray is started with exactly the CPUs the workers ask for, so such a
     run still works, but its workers share cores and sample slower than fewer
-    workers would: the user should know.
+    workers would: the user should know. (A cluster, or a Ray the user started,
+    has its own CPU count, checked by :func:`rlgear.ray_session.check_resources`.)
     """
     import os
     import warnings
@@ -146,7 +147,7 @@ def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None
             f"on a machine with {cores} cores; the workers will share cores "
             f"(at most {max(1, int(cores // num_cpus_per_worker))} workers is usually faster here)",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=2,
         )
 
 
@@ -170,14 +171,14 @@ class RemoteWorkerFactory:
         from rlgear import ray_session
 
         w = config.workers
-        if w.ray.address is None:
-            warn_if_oversubscribed(w.num_workers, w.num_cpus_per_worker)
-        ray_session.init_ray(
+        started_local_ray = ray_session.init_ray(
             num_cpus=w.num_workers * w.num_cpus_per_worker,
             address=w.ray.address,
             object_store_memory=w.ray.object_store_memory,
             quiet=not w.ray.log_to_driver,
         )
+        if started_local_ray:
+            warn_if_oversubscribed(w.num_workers, w.num_cpus_per_worker)
         ray_session.check_resources(w.num_workers, w.num_cpus_per_worker, w.num_gpus_per_worker)
         self.ray = ray_session.import_ray()
         self.config = config
@@ -206,7 +207,7 @@ class RemoteWorkerFactory:
                 warnings.warn(
                     f"hook plugin {name!r} cannot be sent to remote workers ({err}); its episode "
                     "hooks run only for the local evaluator",
-                    stacklevel=3,
+                    stacklevel=2,
                 )
                 continue
             plugins.append(plugin)

@@ -164,8 +164,11 @@ def test_sigkilled_worker_is_replaced_and_no_sample_is_stale_or_duplicated(train
 
 
 def test_too_many_workers_read_as_an_rlgear_resource_error(tmp_path):
-    with pytest.raises(RayResourceError, match="asked for 4 workers x 1 CPU, the cluster has 2 CPUs"):
-        PPO(remote_config(tmp_path, num_workers=4))
+    with warnings.catch_warnings():
+        # Ray is already running (this module's session): no local Ray starts, so no oversubscription warning
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(RayResourceError, match="asked for 4 workers x 1 CPU, the cluster has 2 CPUs"):
+            PPO(remote_config(tmp_path, num_workers=4))
 
 
 def test_metrics_collection_gives_up_on_a_hung_worker_and_collects_later(trainer):
