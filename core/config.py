@@ -410,6 +410,21 @@ def resolve(
     return config
 
 
+def check_result_key(key: str, where: str, fail) -> None:
+    """Refuse a name that no result can have (``stop`` keys, ``tune.metric``), with the closest key.
+
+    A key path (``learner/...``, ``evaluation/...``, ``custom_metrics/...``)
+    is accepted as it is: which of those exist depends on the algorithm and
+    the hooks, and custom metrics appear only once episodes have ended.
+    """
+    if key not in RESULT_KEYS and "/" not in key:
+        raise fail(
+            where,
+            f"not a result key{did_you_mean(key, RESULT_KEYS)} "
+            f"(result keys: {', '.join(RESULT_KEYS)}, learner/*, evaluation/*, custom_metrics/*)",
+        )
+
+
 def build_stop(value: Any, fail) -> dict[str, float]:
     if value is None:
         return {}
@@ -421,12 +436,7 @@ def build_stop(value: Any, fail) -> dict[str, float]:
             raise fail(
                 f"stop.{key}", "search spaces are expanded by 'rlgear tune'; 'rlgear train' needs a number"
             )
-        if str(key) not in RESULT_KEYS and "/" not in str(key):
-            raise fail(
-                f"stop.{key}",
-                f"not a result key{did_you_mean(str(key), RESULT_KEYS)} "
-                f"(result keys: {', '.join(RESULT_KEYS)}, learner/*, evaluation/*, custom_metrics/*)",
-            )
+        check_result_key(str(key), f"stop.{key}", fail)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise fail(f"stop.{key}", f"expected a number (the threshold), got {threshold!r}")
         out[str(key)] = threshold

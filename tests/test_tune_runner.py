@@ -211,6 +211,16 @@ def test_the_plain_table_shows_status_and_searched_values(tmp_path, capsys):
     assert "best trial: trial_000" in out or "best trial: trial_001" in out
 
 
+def test_a_metric_no_result_has_is_reported_instead_of_a_best_trial(tmp_path, capsys):
+    result = run(
+        experiment_config(tmp_path, iterations=1, metric="custom_metrics/nope_mean"), progress="plain"
+    )
+    assert result.best_trial is None
+    out = capsys.readouterr().out
+    assert "no best trial: no trial's last result has tune.metric 'custom_metrics/nope_mean'" in out
+    assert "episode_return_mean" in out  # what the results do have
+
+
 @pytest.mark.parametrize("name", ["ppo-cartpole-pbt.yaml", "ppo-cartpole-asha.yaml"])
 def test_the_shipped_tune_configs_are_valid(name):
     from rlgear import config as config_mod

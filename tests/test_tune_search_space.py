@@ -135,9 +135,20 @@ class _Fail:
         ({"max_failure": 1}, "tune.max_failure: unknown key; did you mean 'max_failures'?"),
         ({"executor": "slurm"}, "tune.executor: expected one of local, ray"),
         ({"checkpoint_freq": 0}, "tune.checkpoint_freq: expected 1 or more"),
+        (
+            {"metric": "episode_retrun_mean"},
+            "tune.metric: not a result key; did you mean 'episode_return_mean'?",
+        ),
     ],
 )
 def test_tune_section_errors_name_the_key(tune, message):
     with pytest.raises(ConfigError) as info:
         build_tune(tune, fail)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "metric", ["custom_metrics/pole_angle_mean", "evaluation/episode_return_mean", "time_total_s"]
+)
+def test_any_result_key_path_is_a_valid_metric(metric):
+    assert build_tune({"metric": metric}, fail).metric == metric

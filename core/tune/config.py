@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rlgear import registry
+from rlgear.config import check_result_key
 from rlgear.errors import ConfigError, PluginError, did_you_mean
 from rlgear.schema import build, doc
 
@@ -86,6 +87,7 @@ def build_tune(value: Any, fail: Fail) -> TuneConfig:
         raise fail("tune.checkpoint_memory_mb", f"expected 0 or more, got {tune.checkpoint_memory_mb}")
     if not tune.metric:
         raise fail("tune.metric", "expected a result key, got an empty string")
+    check_result_key(tune.metric, "tune.metric", fail)
     return tune
 
 

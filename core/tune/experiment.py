@@ -227,6 +227,12 @@ def run(
         if best.checkpoint:
             display.message(f"best checkpoint: {best.checkpoint}")
             display.message(f"evaluate it: rlgear evaluate {best.checkpoint}")
+    elif any(t.last_result for t in runner.trials):
+        display.message(
+            f"no best trial: no trial's last result has tune.metric '{tune.metric}', so the scheduler "
+            f"could not rank the trials either (a custom metric needs its hook; results have: "
+            f"{', '.join(sorted(next(t.last_result for t in runner.trials if t.last_result)))})"
+        )
     return TuneResult(
         experiment_dir=experiment_dir,
         trials=runner.trials,
