@@ -53,6 +53,19 @@ def test_a3c_with_two_remote_workers_reaches_400_on_cartpole_within_1m_env_steps
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")  # earlier tests in this process
+def test_a3c_on_the_tf_backend_reaches_400_on_cartpole_within_1m_env_steps():
+    """The same run on TensorFlow: workers compute TF gradients, the learner applies them with TF."""
+    result = train_until_stop(
+        A3C, "a3c-cartpole.yaml", "seed=0", "backend=tf",
+        "stop={episode_return_mean: 400, timesteps_total: 1000000}",
+    )  # fmt: skip
+    assert result["episode_return_mean"] >= 400, result
+    assert result["timesteps_total"] <= 1_000_000 + 10_000
+    assert result["learner/num_grad_updates"] >= result["timesteps_total"] // 40 - 10
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("trainer_cls", [IMPALA, A3C])
 def test_async_training_survives_a_sigkilled_worker(tmp_path, trainer_cls):
     """The killed worker's in-flight requests are dropped, a fresh one takes its slot, learning goes on."""
