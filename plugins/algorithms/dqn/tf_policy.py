@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
 from rlgear.plugins.backends.tf import ACTIVATIONS, Dense, TFPolicy, build_model, named_variables, tf
-from rlgear.policy import PolicyState
 from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.schedules import piecewise_linear
@@ -72,7 +72,7 @@ def _huber(x: tf.Tensor, delta: float) -> tf.Tensor:
     return tf.where(abs_x < delta, 0.5 * x * x, delta * (abs_x - 0.5 * delta))
 
 
-class DQNTFPolicy(TFPolicy):
+class DQNTFPolicy(TargetNetworkState, TFPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
     Beyond the TFPolicy contract it keeps a target network (updated by
@@ -198,25 +198,6 @@ class DQNTFPolicy(TFPolicy):
         self.assign_weights(self.target_variables, weights)
 
     # --- weights and state -------------------------------------------------------------
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Load weights; the target network restarts from them too."""
-        super().set_weights(weights)
-        if self.target_model is not None:
-            self.update_target(1.0)
-
-    def get_state(self) -> PolicyState:
-        state = super().get_state()
-        for name, value in self.get_target_weights().items():
-            state.arrays[f"target/{name}"] = value
-        state.meta["acting_rng"] = self.acting_rng.bit_generator.state
-        return state
-
-    def set_state(self, state: PolicyState) -> None:
-        target = {k.removeprefix("target/"): v for k, v in state.arrays.items() if k.startswith("target/")}
-        if target:
-            self.check_weights(target)  # check before the base class changes anything
-        super().set_state(state)  # its set_weights() copies the online weights into the target
-        if target:
-            self.set_target_weights(target)
-        if "acting_rng" in state.meta:
-            self.acting_rng.bit_generator.state = state.meta["acting_rng"]
+    def check_target_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Raise, naming the weight, if ``weights`` do not fit the target network (changes nothing)."""
+        self.check_weights(weights)

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
 from rlgear.plugins.backends.torch import TorchPolicy, build_model
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
-from rlgear.policy import PolicyState
 from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.schedules import piecewise_linear
@@ -87,7 +87,7 @@ class QNetwork(nn.Module):
         return names
 
 
-class DQNTorchPolicy(TorchPolicy):
+class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
     Beyond the TorchPolicy contract it keeps a target network (updated by
@@ -221,24 +221,6 @@ class DQNTorchPolicy(TorchPolicy):
                 param.copy_(torch.from_numpy(np.ascontiguousarray(converted[name], dtype=np.float32)))
 
     # --- weights and state -------------------------------------------------------------
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Load weights; the target network restarts from them too."""
-        super().set_weights(weights)
-        self.update_target(1.0)
-
-    def get_state(self) -> PolicyState:
-        state = super().get_state()
-        for name, value in self.get_target_weights().items():
-            state.arrays[f"target/{name}"] = value
-        state.meta["acting_rng"] = self.acting_rng.bit_generator.state
-        return state
-
-    def set_state(self, state: PolicyState) -> None:
-        target = {k.removeprefix("target/"): v for k, v in state.arrays.items() if k.startswith("target/")}
-        if target:
-            self._torch_layout(target)  # check before the base class changes anything
-        super().set_state(state)  # its set_weights() copies the online weights into the target
-        if target:
-            self.set_target_weights(target)
-        if "acting_rng" in state.meta:
-            self.acting_rng.bit_generator.state = state.meta["acting_rng"]
+    def check_target_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Raise, naming the weight, if ``weights`` do not fit the target network (changes nothing)."""
+        self._torch_layout(weights)
