@@ -137,7 +137,6 @@ def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None
     workers would: the user should know. (A cluster, or a Ray the user started,
     has its own CPU count, checked by :func:`rlgear.ray_session.check_resources`.)
     """
-    import os
     import warnings
 
     asked, cores = num_workers * num_cpus_per_worker, os.cpu_count() or 1
