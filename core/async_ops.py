@@ -140,19 +140,25 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     owed = dict.fromkeys(ids, rounds)
     for worker_id in ids:
         pool.issue(worker_id, rounds)
-    batches: list[SampleBatch] = []
+    arrived: list[tuple[int, SampleBatch]] = []
     steps = 0
     while any(owed.values()):
         for worker_id, (batch, count) in pool.wait(None, wait_for_all=True):
             owed[worker_id] -= 1
             workers.record_env_steps(worker_id, count)
-            batches.append(_postprocessed(batch))
+            arrived.append((worker_id, _postprocessed(batch)))
             steps += count
         for worker_id in ids:  # replaced workers: re-issue what their predecessor still owed
             missing = owed[worker_id] - pool.in_flight(worker_id)
             if missing > 0:
                 pool.issue(worker_id, missing)
-    return SampleBatch.concat(batches), steps
+    # Concatenate in worker order, not arrival order: the learner's minibatch
+    # shuffle then sees the same rows in the same places whichever worker
+    # finished first, so a seeded run learns the same way every time. (An
+    # actor runs its requests in the order they were issued, and a stable
+    # sort keeps that order within a worker.)
+    arrived.sort(key=lambda item: item[0])
+    return SampleBatch.concat([batch for _, batch in arrived]), steps
 
 
 class AsyncSampler:

@@ -139,6 +139,32 @@ def test_remote_workers_do_the_sampling_with_their_own_seeds(trainer):
     assert 200 - result["episodes_this_iter"] - 4 <= result["timesteps_this_iter"] <= 200
 
 
+def test_a_synchronous_batch_is_laid_out_in_worker_order_whichever_worker_answers_first(
+    trainer, monkeypatch
+):
+    # Arrival order depends on timing; if it decided the row order, the learner's seeded
+    # minibatch shuffle would differ from run to run and a seeded run would not repeat.
+    from rlgear import async_ops
+
+    arrivals: list[int] = []
+    wait = async_ops.RequestPool.wait
+
+    def tagging_wait(self, *args, **kwargs):
+        results = wait(self, *args, **kwargs)
+        for worker_id, (batch, _) in results:
+            arrivals.append(worker_id)
+            batch["worker"] = np.full(len(batch), worker_id)
+        return results
+
+    monkeypatch.setattr(async_ops.RequestPool, "wait", tagging_wait)
+    trainer.workers.remote_worker(1).apply.remote(lambda evaluator: time.sleep(1.5))  # worker 1 answers last
+    batch, _ = async_ops.synchronous_remote_sample(trainer.workers, 400)  # 2 requests per worker
+    assert arrivals[0] == 2 and sorted(arrivals) == [1, 1, 2, 2]
+    assert np.all(np.diff(batch["worker"]) >= 0), "rows must come in worker order, not arrival order"
+    assert set(batch["worker"]) == {1, 2}
+    list(trainer.workers.pop_metrics())  # don't leave these steps to the next test's first result
+
+
 def test_reset_config_reaches_the_remote_workers(trainer):
     training = dataclasses.replace(trainer.config.training, lr=1.5e-4)
     assert trainer.reset_config(dataclasses.replace(trainer.config, training=training))
