@@ -139,9 +139,7 @@ def test_remote_workers_do_the_sampling_with_their_own_seeds(trainer):
     assert 200 - result["episodes_this_iter"] - 4 <= result["timesteps_this_iter"] <= 200
 
 
-def test_a_synchronous_batch_is_laid_out_in_worker_order_whichever_worker_answers_first(
-    trainer, monkeypatch
-):
+def test_a_synchronous_batch_is_laid_out_in_worker_order_whichever_worker_answers_first(trainer, monkeypatch):
     # Arrival order depends on timing; if it decided the row order, the learner's seeded
     # minibatch shuffle would differ from run to run and a seeded run would not repeat.
     from rlgear import async_ops
