@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -137,8 +138,6 @@ def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None
     workers would: the user should know. (A cluster, or a Ray the user started,
     has its own CPU count, checked by :func:`rlgear.ray_session.check_resources`.)
     """
-    import warnings
-
     asked, cores = num_workers * num_cpus_per_worker, os.cpu_count() or 1
     if asked > cores:
         warnings.warn(
@@ -191,7 +190,6 @@ class RemoteWorkerFactory:
         if hooks is None:
             return []
         import importlib.metadata
-        import warnings
 
         from rlgear.registry import HOOKS_GROUP
 

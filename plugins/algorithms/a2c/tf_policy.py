@@ -6,7 +6,7 @@ takes one gradient step on the whole batch (with ``grad_clip``).
 
 from __future__ import annotations
 
-from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
+from rlgear.plugins.backends.tf import TFPolicy, actor_critic_loss, normalize_advantages, tf
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -16,13 +16,15 @@ class A2CTFPolicy(TFPolicy):
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
-        logp = dist.logp(batch[SB.ACTIONS])
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
             advantages = normalize_advantages(advantages)
-        policy_loss = -tf.reduce_mean(logp * advantages)
-        vf_loss = 0.5 * tf.reduce_mean((values - batch[SB.VALUE_TARGETS]) ** 2)
-        entropy = tf.reduce_mean(dist.entropy())
-        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
-        return loss, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+        return actor_critic_loss(
+            self.dist_class(dist_inputs),
+            batch[SB.ACTIONS],
+            advantages,
+            values,
+            batch[SB.VALUE_TARGETS],
+            training.vf_loss_coeff,
+            training.entropy_coeff,
+        )

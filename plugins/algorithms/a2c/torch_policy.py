@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
+from rlgear.plugins.backends.torch import TorchPolicy, actor_critic_loss, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -18,17 +18,15 @@ class A2CTorchPolicy(TorchPolicy):
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
-        logp = dist.logp(batch[SB.ACTIONS])
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
             advantages = normalize_advantages(advantages)
-        policy_loss = -(logp * advantages).mean()
-        vf_loss = 0.5 * ((values - batch[SB.VALUE_TARGETS]) ** 2).mean()
-        entropy = dist.entropy().mean()
-        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
-        return loss, {
-            "policy_loss": policy_loss.detach(),
-            "vf_loss": vf_loss.detach(),
-            "entropy": entropy.detach(),
-        }
+        return actor_critic_loss(
+            self.dist_class(dist_inputs),
+            batch[SB.ACTIONS],
+            advantages,
+            values,
+            batch[SB.VALUE_TARGETS],
+            training.vf_loss_coeff,
+            training.entropy_coeff,
+        )

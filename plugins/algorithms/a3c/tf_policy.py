@@ -1,4 +1,4 @@
-"""A3C's loss on the TensorFlow backend (the same loss as ``torch_policy``).
+"""A3C's loss on the TensorFlow backend: the backend's advantage actor-critic loss, as A2C's.
 
 Workers call ``compute_gradients`` (the base class) on their own batch; the
 learner calls ``apply_gradients``. ``learn_on_batch`` (one step on the whole
@@ -7,7 +7,7 @@ batch) is what the learner would do with the same batch itself.
 
 from __future__ import annotations
 
-from rlgear.plugins.backends.tf import TFPolicy, tf
+from rlgear.plugins.backends.tf import TFPolicy, actor_critic_loss, tf
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -17,10 +17,12 @@ class A3CTFPolicy(TFPolicy):
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
-        logp = dist.logp(batch[SB.ACTIONS])
-        policy_loss = -tf.reduce_mean(logp * batch[SB.ADVANTAGES])
-        vf_loss = 0.5 * tf.reduce_mean((values - batch[SB.VALUE_TARGETS]) ** 2)
-        entropy = tf.reduce_mean(dist.entropy())
-        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
-        return loss, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+        return actor_critic_loss(
+            self.dist_class(dist_inputs),
+            batch[SB.ACTIONS],
+            batch[SB.ADVANTAGES],
+            values,
+            batch[SB.VALUE_TARGETS],
+            training.vf_loss_coeff,
+            training.entropy_coeff,
+        )

@@ -1,4 +1,4 @@
-"""A3C's loss on the torch backend: policy gradient with advantages, value loss, entropy bonus.
+"""A3C's loss on the torch backend: the backend's advantage actor-critic loss, as A2C's.
 
 Workers call ``compute_gradients`` (the base class) on their own batch; the
 learner calls ``apply_gradients``. ``learn_on_batch`` (one step on the whole
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from rlgear.plugins.backends.torch import TorchPolicy
+from rlgear.plugins.backends.torch import TorchPolicy, actor_critic_loss
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -19,14 +19,12 @@ class A3CTorchPolicy(TorchPolicy):
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
-        logp = dist.logp(batch[SB.ACTIONS])
-        policy_loss = -(logp * batch[SB.ADVANTAGES]).mean()
-        vf_loss = 0.5 * ((values - batch[SB.VALUE_TARGETS]) ** 2).mean()
-        entropy = dist.entropy().mean()
-        loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
-        return loss, {
-            "policy_loss": policy_loss.detach(),
-            "vf_loss": vf_loss.detach(),
-            "entropy": entropy.detach(),
-        }
+        return actor_critic_loss(
+            self.dist_class(dist_inputs),
+            batch[SB.ACTIONS],
+            batch[SB.ADVANTAGES],
+            values,
+            batch[SB.VALUE_TARGETS],
+            training.vf_loss_coeff,
+            training.entropy_coeff,
+        )

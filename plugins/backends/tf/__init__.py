@@ -14,7 +14,7 @@ from rlgear.plugins.backends.tf.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.tf.losses import normalize_advantages
+from rlgear.plugins.backends.tf.losses import actor_critic_loss, normalize_advantages
 from rlgear.plugins.backends.tf.models import (
     ACTIVATIONS,
     ActorCriticMLP,
@@ -35,6 +35,7 @@ __all__ = [
     "DiagGaussian",
     "TFBackend",
     "TFPolicy",
+    "actor_critic_loss",
     "build_model",
     "distribution_class",
     "named_variables",

@@ -13,7 +13,7 @@ from rlgear.plugins.backends.torch.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.torch.losses import normalize_advantages
+from rlgear.plugins.backends.torch.losses import actor_critic_loss, normalize_advantages
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 
@@ -23,6 +23,7 @@ __all__ = [
     "DiagGaussian",
     "TorchBackend",
     "TorchPolicy",
+    "actor_critic_loss",
     "build_model",
     "distribution_class",
     "normalize_advantages",
