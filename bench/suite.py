@@ -1,0 +1,281 @@
+"""rlgear against Stable-Baselines3, side by side on the same machine in the same run.
+
+For every task of ``bench/suite_tasks.py`` (CartPole-v1, Acrobot-v1 and
+LunarLander-v3 with ppo, a2c and dqn; Pendulum-v1 with ppo) and every seed,
+trains rlgear (its tuned file in ``configs/``) and SB3 (rl-baselines3-zoo's
+tuned hyperparameters) for the task's env-step budget, each in a fresh
+process on one torch thread (``bench/_suite_child.py``), with greedy
+evaluations on separate envs every budget/20 env steps (10 episodes, the same
+seeds and the same evaluation code for both). The two libraries alternate
+within each (task, seed) pair, so drifting machine load hits both alike.
+
+Every finished run is appended to a JSONL results file at once, and runs
+already in it are skipped, so the suite can be stopped and resumed (it takes
+hours). ``--report`` aggregates with rliable (interquartile mean over seeds of
+each run's final evaluation, 95% stratified-bootstrap confidence intervals),
+writes the table to ``docs/benchmarks.md`` and one learning-curve PNG per task.
+
+Usage:
+  python bench/suite.py --quick                       # 1 seed, small budgets: a smoke run (< 10 min)
+  python bench/suite.py --seeds 0 1 2 3 4              # the full suite (hours; resumable)
+  python bench/suite.py --tasks ppo-CartPole-v1 --seeds 0 1 2 3 4
+  python bench/suite.py --report                       # tables and plots from the results file
+
+Needs: pip install -e ".[torch,bench]" (stable-baselines3, gymnasium[box2d], rliable, matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from suite_tasks import PENDING, TASKS, TASKS_BY_NAME, Task  # noqa: E402
+
+RESULTS = HERE / "results" / "suite"
+LIBS = ("rlgear", "sb3")
+EVAL_EPISODES = 10
+
+
+def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
+    """One training run in a fresh process; its result plus wall time and peak RSS seen from here."""
+    args = [
+        sys.executable, str(HERE / "_suite_child.py"), "--lib", lib, "--task", task.name, "--seed", str(seed),
+        "--budget", str(budget), "--eval-every", str(task.eval_every(budget)),
+        "--eval-episodes", str(EVAL_EPISODES),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "RLGEAR_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env
+    )
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+    _, status, usage = os.wait4(proc.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    results = [line.removeprefix("SUITE_RESULT ") for line in lines if line.startswith("SUITE_RESULT ")]
+    if code != 0 or not results:
+        raise RuntimeError(f"{lib} {task.name} seed {seed} failed ({code}):\n" + "\n".join(lines[-25:]))
+    return {
+        **json.loads(results[-1]),
+        "process_s": time.perf_counter() - start,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool, path: Path) -> None:
+    done = {(r["task"], r["lib"], r["seed"], r["budget"]) for r in load_results(path)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plan = [
+        (task, seed, lib)
+        for seed in seeds
+        for task in tasks
+        for lib in (libs if seed % 2 == 0 else libs[::-1])  # alternate who goes first
+    ]
+    total_start = time.perf_counter()
+    for i, (task, seed, lib) in enumerate(plan, 1):
+        budget = task.quick_budget if quick else task.budget
+        if (task.name, lib, seed, budget) in done:
+            continue
+        print(
+            f"[{i}/{len(plan)}] {lib:6s} {task.name:22s} seed {seed} budget {budget} ...", end=" ", flush=True
+        )
+        result = run_child(lib, task, seed, budget)
+        row = {"task": task.name, "lib": lib, "seed": seed, "budget": budget, **result}
+        with path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        final = result["curve"][-1]["return_mean"]
+        print(
+            f"final {final:8.1f}  wall {result['wall_s']:6.1f} s  rss {result['peak_rss_mb']:.0f} MB",
+            flush=True,
+        )
+    print(f"suite: {time.perf_counter() - total_start:.0f} s")
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def first_crossing(curve: list[dict[str, float]], threshold: float) -> tuple[int, float] | None:
+    """Env steps and wall seconds at the first evaluation at or above ``threshold``."""
+    for point in curve:
+        if point["return_mean"] >= threshold:
+            return int(point["env_steps"]), float(point["wall_s"])
+    return None
+
+
+def iqm_and_ci(scores: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """rliable's interquartile mean over runs and its 95% stratified-bootstrap interval."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    np.random.seed(seed)  # rliable's bootstrap draws from numpy's global RNG
+    point, interval = rly.get_interval_estimates(
+        {"x": scores.reshape(-1, 1)}, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=5000
+    )
+    return float(point["x"][0]), float(interval["x"][0][0]), float(interval["x"][1][0])
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_key: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_key[(row["task"], row["lib"], row["budget"])].append(row)
+    out = []
+    for (task_name, lib, budget), runs in sorted(by_key.items()):
+        task = TASKS_BY_NAME[task_name]
+        finals = np.array([r["curve"][-1]["return_mean"] for r in runs])
+        iqm, low, high = iqm_and_ci(finals) if len(runs) > 1 else (float(finals[0]),) * 3
+        crossings = [first_crossing(r["curve"], task.threshold) for r in runs]
+        solved = [c for c in crossings if c is not None]
+        out.append(
+            {
+                "task": task_name, "lib": lib, "budget": budget, "seeds": len(runs), "iqm": iqm,
+                "ci": (low, high), "solved": len(solved),
+                "steps_to_threshold": float(np.median([c[0] for c in solved])) if solved else None,
+                "wall_s": float(np.median([r["wall_s"] for r in runs])),
+                "rss_mb": float(np.median([r["peak_rss_mb"] for r in runs])),
+                "threshold": task.threshold,
+            }
+        )  # fmt: skip
+    return out
+
+
+def plot_task(task: Task, rows: list[dict[str, Any]], out: Path) -> None:
+    """IQM over seeds of the greedy return against env steps, with the min-max band, per library."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for lib, color in zip(LIBS, ("tab:blue", "tab:orange"), strict=True):
+        runs = [r for r in rows if r["lib"] == lib]
+        if not runs:
+            continue
+        grid = np.linspace(0, max(r["curve"][-1]["env_steps"] for r in runs), 60)
+        curves = np.array(
+            [np.interp(grid, [p["env_steps"] for p in r["curve"]], [p["return_mean"] for p in r["curve"]],
+                       left=np.nan) for r in runs]
+        )  # fmt: skip
+        sorted_curves = np.sort(curves, axis=0)
+        n = len(runs)
+        trim = n // 4
+        middle = sorted_curves[trim : n - trim] if n > 2 else sorted_curves
+        ax.plot(grid, np.nanmean(middle, axis=0), color=color, label=f"{lib} (IQM of {n})")
+        ax.fill_between(grid, np.nanmin(curves, axis=0), np.nanmax(curves, axis=0), color=color, alpha=0.15)
+    ax.axhline(task.threshold, color="grey", linestyle=":", linewidth=1)
+    ax.set_title(f"{task.algorithm} on {task.env}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("greedy evaluation return")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def report(path: Path, doc: Path | None, plots: Path | None) -> str:
+    rows = load_results(path)
+    if not rows:
+        raise SystemExit(f"no results in {path}: run the suite first")
+    summary = summarize(rows)
+    by_task: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for s in summary:
+        by_task[s["task"]][s["lib"]] = s
+    lines = [
+        "| task | budget | seeds | rlgear IQM [95% CI] | SB3 IQM [95% CI] | steps to threshold rlgear / SB3 "
+        "(solved) | wall s rlgear / SB3 | wall ratio | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for task in TASKS:
+        libs = by_task.get(task.name)
+        if not libs or len(libs) < 2:
+            continue
+        r, s = libs["rlgear"], libs["sb3"]
+
+        def steps(x: dict[str, Any]) -> str:
+            value = "-" if x["steps_to_threshold"] is None else f"{x['steps_to_threshold'] / 1000:.0f}k"
+            return f"{value} ({x['solved']}/{x['seeds']})"
+
+        ratio = r["wall_s"] / s["wall_s"]
+        returns_ok = r["iqm"] >= s["iqm"] or r["iqm"] >= s["ci"][0]
+        verdict = ("return ok" if returns_ok else "**return below**") + (
+            ", time ok" if ratio <= 0.5 else ", **time above 0.5x**"
+        )
+        lines.append(
+            f"| {task.name} (>= {task.threshold:g}) | {r['budget'] / 1000:.0f}k | {r['seeds']}/{s['seeds']} "
+            f"| {r['iqm']:.1f} [{r['ci'][0]:.1f}, {r['ci'][1]:.1f}] | {s['iqm']:.1f} [{s['ci'][0]:.1f}, "
+            f"{s['ci'][1]:.1f}] | {steps(r)} / {steps(s)} | {r['wall_s']:.0f} / {s['wall_s']:.0f} | "
+            f"{ratio:.2f} | {verdict} |"
+        )
+    table = "\n".join(lines)
+    pending = "\n".join(f"- {algo} on {env}: pending ({why})" for env, algo, why in PENDING)
+    if plots is not None:
+        for task in TASKS:
+            task_rows = [r for r in rows if r["task"] == task.name]
+            if task_rows:
+                plot_task(task, task_rows, plots / f"{task.name}.png")
+    if doc is not None:
+        text = doc.read_text() if doc.exists() else ""
+        begin, end = "<!-- suite-table:begin -->", "<!-- suite-table:end -->"
+        block = f"{begin}\n{table}\n\nPending:\n{pending}\n{end}"
+        if begin in text and end in text:
+            text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
+        else:
+            text = text + "\n" + block + "\n"
+        doc.write_text(text)
+    return table + "\n\nPending:\n" + pending
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="1 seed and small budgets: a smoke run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS_BY_NAME), help="default: every task")
+    parser.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS))
+    parser.add_argument(
+        "--results", type=Path, help="JSONL results file (default under bench/results/suite/)"
+    )
+    parser.add_argument("--report", action="store_true", help="only aggregate the results file")
+    parser.add_argument(
+        "--doc", type=Path, help="update the table in this markdown file (docs/benchmarks.md)"
+    )
+    parser.add_argument("--plots", type=Path, help="write learning-curve PNGs to this folder")
+    args = parser.parse_args()
+
+    seeds = [0] if args.quick and args.seeds == [0, 1, 2, 3, 4] else args.seeds
+    path = args.results or RESULTS / ("runs-quick.jsonl" if args.quick else "runs.jsonl")
+    tasks = [TASKS_BY_NAME[name] for name in args.tasks] if args.tasks else TASKS
+    if not args.report:
+        run_suite(tasks, seeds, args.libs, args.quick, path)
+    print(report(path, args.doc, args.plots))
+
+
+if __name__ == "__main__":
+    main()
