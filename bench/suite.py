@@ -11,7 +11,9 @@ within each (task, seed) pair, so drifting machine load hits both alike.
 
 Every finished run is appended to a JSONL results file at once, and runs
 already in it are skipped, so the suite can be stopped and resumed (it takes
-hours). ``--report`` aggregates with rliable (interquartile mean over seeds of
+hours). A run records a digest of its hyperparameters (the rlgear config
+file, or the SB3 entry): after a config changes, its old runs are ignored by
+the report and run again. ``--report`` aggregates with rliable (interquartile mean over seeds of
 each run's final evaluation, 95% stratified-bootstrap confidence intervals),
 writes the table to ``docs/benchmarks.md`` and one learning-curve PNG per task.
 
@@ -27,6 +29,7 @@ Needs: pip install -e ".[torch,bench]" (stable-baselines3, gymnasium[box2d], rli
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -82,6 +85,16 @@ def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
     }
 
 
+def settings_digest(task: Task, lib: str) -> str:
+    """A digest of what a run's hyperparameters come from: a changed config invalidates old runs."""
+    text = (
+        (ROOT / "configs" / task.rlgear_config).read_text()
+        if lib == "rlgear"
+        else json.dumps(task.sb3, sort_keys=True)
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def load_results(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -89,7 +102,7 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 
 def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool, path: Path) -> None:
-    done = {(r["task"], r["lib"], r["seed"], r["budget"]) for r in load_results(path)}
+    done = {(r["task"], r["lib"], r["seed"], r["budget"], r.get("settings")) for r in load_results(path)}
     path.parent.mkdir(parents=True, exist_ok=True)
     plan = [
         (task, seed, lib)
@@ -100,13 +113,14 @@ def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool,
     total_start = time.perf_counter()
     for i, (task, seed, lib) in enumerate(plan, 1):
         budget = task.quick_budget if quick else task.budget
-        if (task.name, lib, seed, budget) in done:
+        settings = settings_digest(task, lib)
+        if (task.name, lib, seed, budget, settings) in done:
             continue
         print(
             f"[{i}/{len(plan)}] {lib:6s} {task.name:22s} seed {seed} budget {budget} ...", end=" ", flush=True
         )
         result = run_child(lib, task, seed, budget)
-        row = {"task": task.name, "lib": lib, "seed": seed, "budget": budget, **result}
+        row = {"task": task.name, "lib": lib, "seed": seed, "budget": budget, "settings": settings, **result}
         with path.open("a") as f:
             f.write(json.dumps(row) + "\n")
         final = result["curve"][-1]["return_mean"]
@@ -199,7 +213,8 @@ def plot_task(task: Task, rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def report(path: Path, doc: Path | None, plots: Path | None) -> str:
-    rows = load_results(path)
+    current = {(task.name, lib): settings_digest(task, lib) for task in TASKS for lib in LIBS}
+    rows = [r for r in load_results(path) if r.get("settings") == current[(r["task"], r["lib"])]]
     if not rows:
         raise SystemExit(f"no results in {path}: run the suite first")
     summary = summarize(rows)
