@@ -22,7 +22,7 @@ class Mutation:
     tests: tuple[str, ...] = ()
 
 
-PPO_TESTS = ("tests/test_loss_reference_ppo.py",)
+PPO_TESTS = ("tests/test_ppo_loss_reference.py",)
 AC_TESTS = ("tests/test_loss_reference_actor_critic.py",)
 DQN_TESTS = ("tests/test_loss_reference_dqn.py", "tests/test_trainer_wiring.py", "tests/test_dqn.py")
 IMPALA_TESTS = ("tests/test_loss_reference_impala.py",)
