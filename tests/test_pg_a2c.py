@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from rlgear.config import resolve
 from rlgear.errors import ConfigError
 from rlgear.plugins.algorithms.a2c import A2C, A2CConfig
 from rlgear.plugins.algorithms.pg import PG, PGConfig
 from rlgear.sample_batch import SampleBatch as SB
-from rlgear.spaces import Box, Discrete
+from rlgear.spaces import Box
 from rlgear.timestep import StepType
 
 FIRST, MID, LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
@@ -164,42 +163,8 @@ def test_a2c_defaults_are_sb3s():
     assert PGConfig().use_baseline
 
 
-# ----------------------------------------------------------------------------- the loss
-
-
-def logp_of(policy, observations, actions):
-    dist_inputs = torch.from_numpy(policy.action_distribution_inputs(observations))
-    return policy.dist_class(dist_inputs).logp(torch.from_numpy(actions)).numpy()
-
-
-@pytest.mark.parametrize("trainer_cls", [A2C, PG])
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
-def test_one_step_makes_an_action_with_negative_advantage_less_likely(tmp_path, trainer_cls, continuous):
-    env = "Pendulum-v1" if continuous else "CartPole-v1"
-    obs_space, act_space = (PENDULUM_OBS, PENDULUM_ACT) if continuous else (CARTPOLE_OBS, Discrete(2))
-    config = run_config(tmp_path, trainer_cls, env=env, training={"lr": 0.01})
-    policy = trainer_cls.policy_class("torch")(obs_space, act_space, config)
-    obs = np.tile(np.random.default_rng(0).normal(size=(1, obs_space.shape[0])).astype(np.float32), (2, 1))
-    if continuous:
-        mean = policy.action_distribution_inputs(obs[:1])[0, 0]
-        actions = np.array([[mean + 1.0], [mean - 1.0]], dtype=np.float32)
-    else:
-        actions = np.array([0, 1], dtype=np.int64)
-    # The same state twice: the first action was bad, the other good.
-    batch = SB(
-        {
-            SB.OBS: obs,
-            SB.ACTIONS: actions,
-            SB.ADVANTAGES: np.array([-1.0, 1.0], dtype=np.float32),
-            SB.VALUE_TARGETS: np.zeros(2, dtype=np.float32),
-        }
-    )
-    before = logp_of(policy, obs, actions)
-    stats = policy.learn_on_batch(batch)
-    after = logp_of(policy, obs, actions)
-    assert after[0] < before[0], (before, after)
-    assert after[1] > before[1], (before, after)
-    assert {"policy_loss", "vf_loss", "entropy", "total_loss", "grad_gnorm"} <= set(stats)
+# The losses themselves (exact values, statistics and updates on both backends) are checked
+# against a numpy reference in tests/test_actor_critic_loss_reference.py.
 
 
 @pytest.mark.parametrize("trainer_cls", [A2C, PG])
