@@ -90,6 +90,7 @@ def revert(mutation: Mutation, repo: Path) -> None:
 
 def run_tests(repo: Path, site: Path, first: tuple[str, ...], targeted: bool) -> tuple[bool, str, float]:
     """Run the fast tests on the copy; returns (passed, the first failing test or '', seconds)."""
+    first = tuple(path for path in first if (repo / path).exists())
     paths = [*first] if targeted else [*first, "tests"]
     env = {
         **os.environ,

@@ -24,7 +24,7 @@ class Mutation:
 
 PPO_TESTS = ("tests/test_ppo_loss_reference.py",)
 AC_TESTS = ("tests/test_actor_critic_loss_reference.py",)
-DQN_TESTS = ("tests/test_loss_reference_dqn.py", "tests/test_trainer_wiring.py", "tests/test_dqn.py")
+DQN_TESTS = ("tests/test_dqn_loss_reference.py", "tests/test_trainer_wiring.py", "tests/test_dqn.py")
 IMPALA_TESTS = ("tests/test_loss_reference_impala.py",)
 WIRING_TESTS = ("tests/test_trainer_wiring.py", "tests/test_evaluator.py")
 

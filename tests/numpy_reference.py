@@ -7,7 +7,7 @@ reference (issue 12): the tests compare each backend with these functions.
 
 How a test uses it:
   1. build a policy on a backend with :func:`make_policy` and give it weights
-     away from their initial values (:func:`perturbed_weights`);
+     drawn from a seed (:func:`random_weights`);
   2. take one plain-SGD step on a fixed batch with :func:`sgd_step`, which
      returns the learner's statistics and the gradient the step implied,
      ``(before - after) / lr`` (with ``grad_clip: null``, or scaled back by the
@@ -75,14 +75,25 @@ def make_policy(config: Any, backend: str, observation_space: Any, action_space:
     return trainer_cls.policy_class(backend)(observation_space, action_space, config)
 
 
-def perturbed_weights(weights: Mapping[str, np.ndarray], scale: float = 0.3, seed: int = 1) -> Weights:
-    """Weights moved away from their initialisation (the orthogonal init's 0.01 policy head
-    would make every policy near uniform, hiding terms that matter only away from it)."""
+def random_weights(template: Mapping[str, np.ndarray], seed: int = 1, gain: float = 1.0) -> Weights:
+    """Weights of ``template``'s names and shapes drawn from ``seed`` alone.
+
+    Not derived from the policy's initial weights: those depend on the
+    framework's global RNG, i.e. on which tests ran before. Kernels ``[in, out]``
+    are ``N(0, gain^2 / in)``; biases ``N(0, 0.1^2)``; ``log_std`` ``N(-0.3, 0.3^2)``.
+    """
     rng = np.random.default_rng(seed)
-    return {
-        name: (value + scale * rng.normal(size=value.shape)).astype(np.float32)
-        for name, value in weights.items()
-    }
+    out: Weights = {}
+    for name in sorted(template):
+        shape = np.shape(template[name])
+        if name.endswith("kernel"):
+            value = rng.normal(size=shape) * gain / np.sqrt(shape[0])
+        elif name.endswith("log_std"):
+            value = -0.3 + 0.3 * rng.normal(size=shape)
+        else:
+            value = 0.1 * rng.normal(size=shape)
+        out[name] = value.astype(np.float32)
+    return out
 
 
 def sgd_step(policy: Any, batch: Any) -> tuple[dict[str, float], Weights]:

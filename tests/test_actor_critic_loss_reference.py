@@ -30,7 +30,7 @@ from tests.numpy_reference import (
     logp_and_entropy,
     make_policy,
     normalized,
-    perturbed_weights,
+    random_weights,
     resolve,
     sgd_step,
 )
@@ -85,7 +85,7 @@ def build(tmp_path, algorithm, backend, continuous, training):
         env="Pendulum-v1" if continuous else "CartPole-v1", backend=backend,
     )  # fmt: skip
     policy = make_policy(config, backend, obs_space, act_space)
-    policy.set_weights(perturbed_weights(policy.get_weights()))
+    policy.set_weights(random_weights(policy.get_weights(), gain=1.5))
     return policy
 
 
