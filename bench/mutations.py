@@ -25,7 +25,7 @@ class Mutation:
 PPO_TESTS = ("tests/test_ppo_loss_reference.py",)
 AC_TESTS = ("tests/test_actor_critic_loss_reference.py",)
 DQN_TESTS = ("tests/test_dqn_loss_reference.py", "tests/test_trainer_wiring.py", "tests/test_dqn.py")
-IMPALA_TESTS = ("tests/test_loss_reference_impala.py",)
+IMPALA_TESTS = ("tests/test_impala_loss_reference.py",)
 WIRING_TESTS = ("tests/test_trainer_wiring.py", "tests/test_evaluator.py")
 
 _PPO_TORCH = "plugins/algorithms/ppo/torch_policy.py"
@@ -311,6 +311,22 @@ MUTATIONS: list[Mutation] = [
         "discounts=batch[SB.DISCOUNTS].transpose(0, 1).to(values.dtype) * training.gamma,",
         "discounts=batch[SB.DISCOUNTS].transpose(0, 1).to(values.dtype),",
         "IMPALA ignores gamma",
+        IMPALA_TESTS,
+    ),
+    Mutation(
+        "impala_pg_rho_uses_rho_bar_torch",
+        _IMPALA_TORCH,
+        "pg_advantages = clipped(clip_pg_rho_threshold) *",
+        "pg_advantages = clipped(clip_rho_threshold) *",
+        "policy-gradient advantages clipped with rho-bar instead of pg-rho-bar",
+        IMPALA_TESTS,
+    ),
+    Mutation(
+        "impala_c_clip_ignored_tf",
+        _IMPALA_TF,
+        "cs = lambda_ * clipped(clip_c_threshold)",
+        "cs = lambda_ * rhos",
+        "V-trace trace coefficients ignore c-bar (TF)",
         IMPALA_TESTS,
     ),
 ]
