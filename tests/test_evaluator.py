@@ -74,13 +74,33 @@ def test_no_transition_is_lost_or_duplicated_between_consecutive_batches(tmp_pat
 
 
 def test_last_rows_and_bootstrap_rows_are_not_trained_on(tmp_path):
+    """A sampled batch holds exactly the fragment's body rows that are not LAST: not its bootstrap row."""
     evaluator = make_evaluator(tmp_path)
+    fragments = []
+    sample_fragment = evaluator._sample_fragment
+
+    def recording():
+        fragments.append(sample_fragment())
+        return fragments[-1]
+
+    evaluator._sample_fragment = recording
     try:
-        batch = evaluator.sample()
+        batches = [evaluator.sample() for _ in range(3)]
     finally:
         evaluator.stop()
-    assert (batch[SampleBatch.STEP_TYPES] != StepType.LAST).all()
-    assert len(batch) <= 4 * 2
+    for fragment, batch in zip(fragments, batches, strict=True):
+        steps = fragment[SampleBatch.STEP_TYPES]
+        body = [
+            (int(fragment["eps_id"][t, b]), int(fragment["t"][t, b]))
+            for t in range(steps.shape[0] - 1)
+            for b in range(steps.shape[1])
+            if steps[t, b] != StepType.LAST
+        ]
+        rows = [(int(e), int(t)) for e, t in zip(batch["eps_id"], batch["t"], strict=True)]
+        assert sorted(rows) == sorted(body)
+        bootstrap = {(int(e), int(t)) for e, t in zip(fragment["eps_id"][-1], fragment["t"][-1], strict=True)}
+        assert not bootstrap & set(rows)
+        assert (batch[SampleBatch.STEP_TYPES] != StepType.LAST).all()
 
 
 def test_complete_episodes_batches_hold_only_whole_episodes(tmp_path):
