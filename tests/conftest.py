@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,39 @@ import pytest
 
 # Hooks registered by other installed packages must not change what the tests measure.
 os.environ.setdefault("RLGEAR_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (TensorFlow takes 3 s)."""
+    return importlib.util.find_spec(module) is not None
+
+
+# Extras: a test that needs one is skipped, with this reason, where it is not installed
+# (`pytest -m "not slow"` passes with only `.[torch,test]`); everything else still runs.
+HAS_TF, HAS_RAY, HAS_MATPLOTLIB = installed("tensorflow"), installed("ray"), installed("matplotlib")
+needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow: pip install 'rlgear[tf]'")
+needs_ray = pytest.mark.skipif(not HAS_RAY, reason="needs Ray: pip install 'rlgear[ray]'")
+needs_matplotlib = pytest.mark.skipif(
+    not HAS_MATPLOTLIB, reason="needs matplotlib: pip install 'rlgear[plot]'"
+)
+
+
+def start_local_ray(num_cpus: int = 2) -> None:
+    """Start this module's local Ray, or skip the test that asked for it when Ray is not installed.
+
+    Called from a module's ``ray_session`` fixture, so only the tests that use
+    Ray are skipped; the module's other tests still run.
+    """
+    if not HAS_RAY:
+        pytest.skip("needs Ray: pip install 'rlgear[ray]'")
+    from rlgear.ray_session import init_ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    init_ray(num_cpus=num_cpus)
+
+
+#: ``@pytest.mark.parametrize("backend", BACKENDS)``: the tf case is skipped without TensorFlow.
+BACKENDS = ["torch", pytest.param("tf", marks=needs_tf)]
 
 
 def small_config(tmp_path, **sections):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from rlgear.sample_batch import SampleBatch as SB
+from tests.conftest import BACKENDS
 from tests.numpy_reference import (
     CARTPOLE_ACT,
     CARTPOLE_OBS,
@@ -35,7 +36,6 @@ from tests.numpy_reference import (
     sgd_step,
 )
 
-BACKENDS = ["torch", "tf"]
 N = 20
 STAT_RTOL, STAT_ATOL = 1e-4, 1e-5
 

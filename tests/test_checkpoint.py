@@ -496,22 +496,18 @@ def test_restore_into_trainer_with_different_model_raises_checkpoint_error(tmp_p
         other.restore(path)
 
 
-def test_restore_into_trainer_with_different_optimizer_is_clean(tmp_path, make_trainer):
-    """Adam state cannot feed SGD: either skip it and restore the rest, or refuse with a
-    CheckpointError and leave the trainer as it was; never a bare ValueError half-way through."""
+def test_restore_into_trainer_with_different_optimizer_is_refused_before_any_change(tmp_path, make_trainer):
+    """Adam's moments cannot feed SGD, and a resume must be exact (optimizer state included), so the
+    restore is refused with a CheckpointError naming both optimizers, and the trainer is left as it was."""
     trainer = make_trainer(raw_config(tmp_path))
     trainer.train()
     path = trainer.save()
     other = make_trainer(raw_config(tmp_path, training={"optimizer": "sgd"}))
     before = other.policy.get_weights()
-    try:
+    with pytest.raises(CheckpointError, match=r"optimizer state of Adam, this policy uses SGD"):
         other.restore(path)
-    except CheckpointError:
-        assert other.iteration == 0
-        assert_weights_equal(other.policy.get_weights(), before)
-    else:
-        assert other.iteration == 1
-        assert_weights_equal(other.policy.get_weights(), trainer.policy.get_weights())
+    assert other.iteration == 0 and other.timesteps_total == 0
+    assert_weights_equal(other.policy.get_weights(), before)
 
 
 def test_restore_of_missing_path_raises_checkpoint_error(tmp_path, make_trainer):

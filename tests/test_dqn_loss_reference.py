@@ -24,6 +24,7 @@ from rlgear.plugins.algorithms.dqn import DQN
 from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
+from tests.conftest import BACKENDS
 from tests.numpy_reference import (
     CARTPOLE_ACT,
     CARTPOLE_OBS,
@@ -38,7 +39,6 @@ from tests.numpy_reference import (
     sgd_step,
 )
 
-BACKENDS = ["torch", "tf"]
 N = 24
 STAT_RTOL, STAT_ATOL = 1e-4, 1e-5
 FIRST, MID, LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)

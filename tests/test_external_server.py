@@ -172,21 +172,34 @@ def test_prev_action_is_the_action_the_client_received(server):
 
 
 def test_a_client_dropped_mid_episode_yields_an_invalid_row_and_its_slot_is_reused(server):
+    holder = Client(server.address)  # holds one of the 2 slots throughout
     client = Client(server.address)
     client.init(np.zeros(3, np.float32))
     client.send(1.0, np.ones(3, np.float32))
     slot = client.slot
+    assert slot != holder.slot
     client.sock.close()  # vanish mid-episode
     client.sock = None
     time.sleep(0.3)
     other = Client(server.address)
+    assert other.slot == slot  # the dropped client's slot is the only free one, and it is given out again
     play_episode(other, steps=2)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the server records the new client's LAST row asynchronously
+        rows = server.rows(slot)
+        if [r[3] for r in rows].count(True) >= 5:  # the dropped client's 2 rows and the new client's 3
+            break
+        time.sleep(0.05)
     other.disconnect()
-    rows = server.rows(slot)
+    holder.disconnect()
     kinds = [(r[0], r[3]) for r in rows]
-    dropped_at = kinds.index((1, True))
+    dropped_at = kinds.index((int(StepType.MID), True))
     # after the MID, the next row of that slot is invalid (the abort), never a FIRST right away
     assert kinds[dropped_at + 1] == (int(StepType.LAST), False)
+    # then the same slot carries the new client's whole episode: FIRST, MID, and a terminated LAST
+    reused = [r for r in rows[dropped_at + 2 :] if r[3]]
+    assert [r[0] for r in reused] == [int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)]
+    assert [r[1:3] for r in reused[1:]] == [(1.0, 1.0), (1.0, 0.0)]
 
 
 # --- safety and load ---------------------------------------------------------------------

@@ -20,11 +20,10 @@ from rlgear.config import resolve
 from rlgear.errors import ConfigError
 from rlgear.plugins.algorithms.a3c import A3C
 from rlgear.plugins.algorithms.impala import IMPALA
-from rlgear.plugins.algorithms.impala.tf_policy import vtrace as tf_vtrace
 from rlgear.plugins.algorithms.impala.torch_policy import vtrace as torch_vtrace
-from rlgear.plugins.backends.tf import tf
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
+from tests.conftest import BACKENDS, needs_tf
 from tests.test_vtrace import random_episodes
 
 # TF is imported above, before a TF trainer sizes its thread pools (which then warns).
@@ -69,8 +68,12 @@ def test_torch_vtrace_matches_numpy_value_ops(clips):
     np.testing.assert_allclose(got[1].numpy(), expected[1], rtol=1e-10, atol=1e-10)
 
 
+@needs_tf
 @pytest.mark.parametrize("clips", VTRACE_CLIPS)
 def test_tf_vtrace_matches_numpy_value_ops_eagerly_and_compiled_for_any_batch_size(clips):
+    from rlgear.plugins.algorithms.impala.tf_policy import vtrace as tf_vtrace
+    from rlgear.plugins.backends.tf import tf
+
     rho, pg_rho, c, lam = clips
     kwargs = dict(clip_rho_threshold=rho, clip_pg_rho_threshold=pg_rho, clip_c_threshold=c, lambda_=lam)
     float_spec = tf.TensorSpec([11, None], tf.float64)
@@ -89,7 +92,11 @@ def test_tf_vtrace_matches_numpy_value_ops_eagerly_and_compiled_for_any_batch_si
     assert compiled.experimental_get_tracing_count() == 1  # one graph for every batch size
 
 
+@needs_tf
 def test_no_gradient_flows_through_tf_vtrace():
+    from rlgear.plugins.algorithms.impala.tf_policy import vtrace as tf_vtrace
+    from rlgear.plugins.backends.tf import tf
+
     log_rhos, rewards, values, step_types, discounts = (
         tf.constant(x) for x in random_episodes(np.random.default_rng(0), T=6, B=2)
     )
@@ -228,6 +235,7 @@ def test_a3c_config_errors_name_the_key(tmp_path):
         run_config(tmp_path, A3C, training={"gae_lambda": -0.1})
 
 
+@needs_tf
 def test_impala_trains_on_tf_without_ray_and_reports_its_learner_stats(tmp_path):
     config = run_config(
         tmp_path, IMPALA, training={"min_env_steps_per_iteration": 64},
@@ -253,6 +261,7 @@ def test_impala_trains_on_tf_without_ray_and_reports_its_learner_stats(tmp_path)
         trainer.stop()
 
 
+@needs_tf
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
 def test_a3c_trains_on_tf_without_ray_and_reports_its_learner_stats(tmp_path, env):
     config = run_config(
@@ -282,7 +291,7 @@ def a3c_policy_and_batch(tmp_path, env="CartPole-v1", backend="torch", **trainin
     return trainer, batch
 
 
-@pytest.mark.parametrize("backend", ["torch", "tf"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "env, grad_clip", [("CartPole-v1", 0.5), ("CartPole-v1", None), ("Pendulum-v1", 0.5)]
 )
@@ -311,7 +320,7 @@ def test_compute_then_apply_gradients_equals_learn_on_batch(tmp_path, env, grad_
         twin.stop()
 
 
-@pytest.mark.parametrize("backend", ["torch", "tf"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_apply_gradients_checks_names_and_shapes_before_changing_anything(tmp_path, backend):
     trainer, batch = a3c_policy_and_batch(tmp_path, backend=backend)
     try:
@@ -336,7 +345,7 @@ def test_apply_gradients_checks_names_and_shapes_before_changing_anything(tmp_pa
         trainer.stop()
 
 
-@pytest.mark.parametrize("backend", ["torch", "tf"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_weight_the_loss_does_not_reach_gets_a_zero_gradient_that_applies(tmp_path, backend):
     pg_cls = registry.load_algorithm("pg")
     config = run_config(

@@ -22,6 +22,7 @@ import pytest
 
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
+from tests.conftest import BACKENDS
 from tests.numpy_reference import (
     CARTPOLE_ACT,
     CARTPOLE_OBS,
@@ -39,7 +40,6 @@ from tests.numpy_reference import (
 )
 from tests.test_vtrace import random_episodes, reference_vtrace
 
-BACKENDS = ["torch", "tf"]
 SEQUENCES, STEPS = 5, 7  # [N, T+1]
 LAST = int(StepType.LAST)
 STAT_RTOL, STAT_ATOL = 1e-4, 1e-5

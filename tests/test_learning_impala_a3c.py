@@ -15,9 +15,10 @@ import pytest
 
 from rlgear.plugins.algorithms.a3c import A3C
 from rlgear.plugins.algorithms.impala import IMPALA
-from tests.conftest import train_until_stop
+from tests.conftest import needs_ray, needs_tf, train_until_stop
 
-pytest.importorskip("ray")
+# Every test here trains on remote workers: each is skipped, with the reason, without Ray.
+pytestmark = needs_ray
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,6 +54,7 @@ def test_a3c_with_two_remote_workers_reaches_400_on_cartpole_within_1m_env_steps
 
 
 @pytest.mark.slow
+@needs_tf
 @pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")  # earlier tests in this process
 def test_a3c_on_the_tf_backend_reaches_400_on_cartpole_within_1m_env_steps():
     """The same run on TensorFlow: workers compute TF gradients, the learner applies them with TF."""

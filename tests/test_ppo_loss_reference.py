@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from rlgear.sample_batch import SampleBatch as SB
+from tests.conftest import BACKENDS
 from tests.numpy_reference import (
     CARTPOLE_ACT,
     CARTPOLE_OBS,
@@ -33,7 +34,6 @@ from tests.numpy_reference import (
     sgd_step,
 )
 
-BACKENDS = ["torch", "tf"]
 N = 24
 # float32 frameworks against a float64 reference: the stats agree to ~1e-6 relative.
 STAT_RTOL, STAT_ATOL = 1e-4, 1e-5

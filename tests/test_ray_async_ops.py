@@ -14,20 +14,20 @@ from rlgear import registry
 from rlgear.async_ops import AsyncGradients, AsyncSampler
 from rlgear.evaluator import WorkerSet
 from rlgear.sample_batch import SampleBatch
-from tests.conftest import small_config
+from tests.conftest import HAS_RAY, small_config, start_local_ray
 
-ray = pytest.importorskip("ray")
+if HAS_RAY:  # the tests that use it ask for the ray_session fixture, which skips without Ray
+    import ray
 
 PPO = registry.load_algorithm("ppo")
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def ray_session():
-    from rlgear.ray_session import init_ray, shutdown_ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    init_ray(num_cpus=2)
+    start_local_ray(num_cpus=2)
     yield
+    from rlgear.ray_session import shutdown_ray
+
     shutdown_ray(force=True)
 
 
@@ -43,7 +43,7 @@ def make_workers(tmp_path, num_workers=2):
 
 
 @pytest.fixture(scope="module")
-def workers(tmp_path_factory):
+def workers(tmp_path_factory, ray_session):
     """One WorkerSet (2 actors) for the module; a test that slows a worker down restores it."""
     workers = make_workers(tmp_path_factory.mktemp("workers"))
     yield workers

@@ -7,9 +7,10 @@ import os
 import pytest
 
 from rlgear import registry
-from tests.conftest import train_until_stop
+from tests.conftest import needs_ray, train_until_stop
 
-pytest.importorskip("ray")
+# Every test here trains on remote workers: each is skipped, with the reason, without Ray.
+pytestmark = needs_ray
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -21,18 +21,18 @@ from rlgear import registry
 from rlgear.hooks import hookimpl
 from rlgear.ray_session import RayResourceError, WorkerFailureError
 from rlgear.sample_batch import SampleBatch
-from tests.conftest import small_config
+from tests.conftest import HAS_RAY, small_config, start_local_ray
 
-ray = pytest.importorskip("ray")
+if HAS_RAY:  # the tests that use it ask for the ray_session fixture, which skips without Ray
+    import ray
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def ray_session():
-    from rlgear.ray_session import init_ray, shutdown_ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    init_ray(num_cpus=2)
+    start_local_ray(num_cpus=2)
     yield
+    from rlgear.ray_session import shutdown_ray
+
     shutdown_ray(force=True)
 
 
@@ -86,7 +86,7 @@ class WorkerIdMetric:
 
 
 @pytest.fixture(scope="module")
-def trainer(tmp_path_factory):
+def trainer(tmp_path_factory, ray_session):
     """One checked PPO trainer on 2 remote workers (they take the 2 CPUs) for most tests here."""
     config = remote_config(tmp_path_factory.mktemp("shared"), metrics_timeout_s=2.0)
     trainer = CheckedPPO(config, hooks=[WorkerIdMetric()])
@@ -187,7 +187,7 @@ def test_sigkilled_worker_is_replaced_and_no_sample_is_stale_or_duplicated(train
     assert lrs == [trainer.config.training.lr] * 3  # the replacement runs the current config
 
 
-def test_too_many_workers_read_as_an_rlgear_resource_error(tmp_path):
+def test_too_many_workers_read_as_an_rlgear_resource_error(tmp_path, ray_session):
     with warnings.catch_warnings():
         # Ray is already running (this module's session): no local Ray starts, so no oversubscription warning
         warnings.simplefilter("error", RuntimeWarning)

@@ -16,13 +16,16 @@ import pytest
 from rlgear import config as config_mod
 from rlgear import registry
 from rlgear.errors import PluginError, UnsupportedError
-from rlgear.plugins.backends.tf import Categorical, DiagGaussian, TFBackend, tf
-from rlgear.plugins.backends.tf.policy import EAGER_ENV, Compiled
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep
 from rlgear.trainer import Trainer
+from tests.conftest import HAS_TF, needs_tf
+
+if HAS_TF:  # found by name, so a broken TensorFlow install fails; tests that need it are marked needs_tf
+    from rlgear.plugins.backends.tf import Categorical, DiagGaussian, TFBackend, tf
+    from rlgear.plugins.backends.tf.policy import EAGER_ENV, Compiled
 
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
 
@@ -91,6 +94,7 @@ def ppo_batch(policy, n=64, seed=0):
         ("dqn", CARTPOLE_OBS, CARTPOLE_ACT, {}, {"dueling": False}),
     ],
 )
+@needs_tf
 def test_weight_names_shapes_and_order_are_the_torch_backends(
     tmp_path, algorithm, obs_space, act_space, model, training
 ):
@@ -102,6 +106,7 @@ def test_weight_names_shapes_and_order_are_the_torch_backends(
         assert tf_weights[name].shape == value.shape and tf_weights[name].dtype == np.float32, name
 
 
+@needs_tf
 def test_orthogonal_init_gives_orthogonal_kernels_and_zero_biases(tmp_path):
     weights = make_policy(resolve(tmp_path, model={"hidden_sizes": [16, 16]})).get_weights()
     kernel = weights["policy/hidden_1/kernel"]
@@ -110,6 +115,7 @@ def test_orthogonal_init_gives_orthogonal_kernels_and_zero_biases(tmp_path):
     assert np.abs(weights["policy/output/kernel"]).max() < 0.02  # gain 0.01 head
 
 
+@needs_tf
 def test_set_weights_rejects_a_missing_or_misshapen_weight_and_changes_nothing(tmp_path):
     policy = make_policy(resolve(tmp_path))
     before = policy.get_weights()
@@ -125,6 +131,7 @@ def test_set_weights_rejects_a_missing_or_misshapen_weight_and_changes_nothing(t
         np.testing.assert_array_equal(value, before[name], err_msg=name)
 
 
+@needs_tf
 def test_get_weights_returns_copies(tmp_path):
     policy = make_policy(resolve(tmp_path))
     weights = policy.get_weights()
@@ -135,6 +142,7 @@ def test_get_weights_returns_copies(tmp_path):
 # ----------------------------------------------------------------------------- state
 
 
+@needs_tf
 def test_state_round_trip_continues_training_identically(tmp_path):
     config = resolve(tmp_path, training={"sgd_minibatch_size": 16, "num_sgd_iter": 2})
     policy = make_policy(config)
@@ -156,6 +164,7 @@ def test_state_round_trip_continues_training_identically(tmp_path):
         np.testing.assert_array_equal(value, expected_weights[name], err_msg=name)
 
 
+@needs_tf
 def test_set_state_with_another_optimizers_state_is_refused_before_any_change(tmp_path):
     adam = make_policy(resolve(tmp_path))
     sgd = make_policy(resolve(tmp_path, training={"optimizer": "sgd"}, seed=9))
@@ -165,6 +174,7 @@ def test_set_state_with_another_optimizers_state_is_refused_before_any_change(tm
     np.testing.assert_array_equal(sgd.get_weights()["policy/output/kernel"], before["policy/output/kernel"])
 
 
+@needs_tf
 def test_backend_rng_state_round_trips_the_global_generator():
     backend = TFBackend()
     backend.setup(1, seed=11)
@@ -177,6 +187,7 @@ def test_backend_rng_state_round_trips_the_global_generator():
 # ----------------------------------------------------------------------------- the compiled learn step
 
 
+@needs_tf
 def test_eager_and_compiled_learn_steps_give_the_same_stats(tmp_path, monkeypatch):
     training = {"sgd_minibatch_size": 24, "num_sgd_iter": 2}
     compiled = make_policy(resolve(tmp_path, training=training))
@@ -195,6 +206,7 @@ def test_eager_and_compiled_learn_steps_give_the_same_stats(tmp_path, monkeypatc
     assert make_policy(resolve(tmp_path, training=training)).eager
 
 
+@needs_tf
 def test_learn_step_is_traced_once_across_batch_sizes_and_partial_minibatches(tmp_path):
     policy = make_policy(resolve(tmp_path, training={"sgd_minibatch_size": 24, "num_sgd_iter": 2}))
     for n in (64, 50, 7):  # minibatches of 24, 16, 2, 7 rows
@@ -208,6 +220,7 @@ def a3c_batch(policy, n=64, seed=0):
     return SB({k: batch[k] for k in (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)})
 
 
+@needs_tf
 def test_compute_and_apply_gradients_are_traced_once_and_agree_with_eager(tmp_path):
     compiled = make_policy(resolve(tmp_path, "a3c", {"lr_schedule": [[0, 1e-3], [1000, 0.0]]}))
     eager = make_policy(resolve(tmp_path, "a3c", {"eager": True}))
@@ -250,6 +263,7 @@ def impala_sequences(n, steps=9, seed=0):
     )
 
 
+@needs_tf
 def test_impala_learn_step_is_traced_once_across_numbers_of_sequences(tmp_path):
     policy = make_policy(resolve(tmp_path, "impala", {"num_sgd_iter": 2}))
     for n in (6, 3, 1):
@@ -260,6 +274,7 @@ def test_impala_learn_step_is_traced_once_across_numbers_of_sequences(tmp_path):
     assert policy.num_grad_updates == 6
 
 
+@needs_tf
 def test_clip_schedule_and_lr_schedule_take_effect_without_retracing(tmp_path):
     policy = make_policy(
         resolve(
@@ -280,6 +295,7 @@ def test_clip_schedule_and_lr_schedule_take_effect_without_retracing(tmp_path):
     assert step.function.experimental_get_tracing_count() == 1
 
 
+@needs_tf
 def test_update_config_retraces_with_the_new_coefficients(tmp_path):
     one_step = {"num_sgd_iter": 1, "sgd_minibatch_size": 64}
     policy = make_policy(resolve(tmp_path, training={"vf_loss_coeff": 0.5, **one_step}))
@@ -296,6 +312,7 @@ def test_update_config_retraces_with_the_new_coefficients(tmp_path):
 # ----------------------------------------------------------------------------- acting
 
 
+@needs_tf
 def test_tf_acting_path_samples_from_the_policy_and_is_seeded(tmp_path):
     config = resolve(tmp_path, model={"numpy_inference": False})
     policy = make_policy(config)
@@ -319,6 +336,7 @@ def test_tf_acting_path_samples_from_the_policy_and_is_seeded(tmp_path):
     np.testing.assert_array_equal(again.compute_actions(timestep_of(obs))[0], actions)
 
 
+@needs_tf
 def test_acting_skips_argument_binding_and_gives_what_the_public_call_gives(tmp_path):
     policy = make_policy(resolve(tmp_path, model={"numpy_inference": False}))
     act = policy._act
@@ -345,6 +363,7 @@ def test_acting_skips_argument_binding_and_gives_what_the_public_call_gives(tmp_
     assert len(calls) == 2
 
 
+@needs_tf
 def test_tf_acting_path_with_box_actions_matches_the_numpy_twin_greedily(tmp_path):
     tf_path = make_policy(
         resolve(tmp_path, env="Pendulum-v1", model={"numpy_inference": False}), PENDULUM_OBS, PENDULUM_ACT
@@ -360,6 +379,7 @@ def test_tf_acting_path_with_box_actions_matches_the_numpy_twin_greedily(tmp_pat
         np.testing.assert_allclose(ea[key], eb[key], atol=1e-5, err_msg=key)
 
 
+@needs_tf
 def test_distributions_sample_with_the_requested_statistics():
     rng = np.random.default_rng(0)
     n = 20000
@@ -413,6 +433,7 @@ def test_every_builtin_algorithm_lists_the_tf_backend(algorithm):
 # ----------------------------------------------------------------------------- trainers on tf
 
 
+@needs_tf
 def test_a_restored_tf_trainer_learns_exactly_like_the_original(tmp_path):
     # Envs restart with a new seed on restore (their internals can't be saved), so the
     # comparison is on one batch: same weights, optimizer moments and minibatch order.
@@ -435,6 +456,7 @@ def test_a_restored_tf_trainer_learns_exactly_like_the_original(tmp_path):
             fresh.stop()
 
 
+@needs_tf
 def test_dqn_trainer_on_tf_learns_from_prioritized_replay_and_updates_its_target(tmp_path):
     config = resolve(
         tmp_path,
@@ -472,6 +494,7 @@ def tf_custom_models(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))
 
 
+@needs_tf
 def test_a_custom_tf_model_is_trained_and_exported_under_its_names(tmp_path, tf_custom_models):
     config = resolve(
         tmp_path,
@@ -494,6 +517,7 @@ def test_a_custom_tf_model_is_trained_and_exported_under_its_names(tmp_path, tf_
         trainer.stop()
 
 
+@needs_tf
 def test_a_custom_model_that_is_not_a_tf_model_is_a_plugin_error(tmp_path, tf_custom_models):
     config = resolve(tmp_path, model={"custom": "tf_custom_models:NotAModel"})
     with pytest.raises(PluginError, match=r"NotAModel' must be a tf\.Module or Keras model"):

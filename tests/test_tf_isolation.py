@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from tests.conftest import needs_tf
+
 # What TensorFlow's start-up prints when it is not silenced (oneDNN notice, CPU-feature
 # notice, absl preamble, C++ log lines).
 TF_NOISE = ("oneDNN", "cpu_feature_guard", "absl::InitializeLog", "I0000 ", "W0000 ", "E0000 ")
@@ -48,6 +50,7 @@ def train_code(tmp_path, backend: str, num_cpus: int = 1) -> str:
     )
 
 
+@needs_tf
 def test_a_tf_run_never_imports_torch_is_silent_and_sizes_tf_thread_pools(tmp_path):
     out, stderr = run_python(train_code(tmp_path, "tf", num_cpus=2))
     assert out["iterations"] == 2
@@ -64,6 +67,7 @@ def test_a_torch_run_never_imports_tensorflow(tmp_path):
     assert out["loaded"] == ["torch"]
 
 
+@needs_tf
 def test_tf_log_settings_the_user_made_are_kept():
     code = (
         "import os, json\n"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import rlgear
+from tests.conftest import needs_tf
 
 # Earlier tests in the same process may have started TF with its default thread pools.
-pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
+pytestmark = [pytest.mark.filterwarnings("ignore:TensorFlow was already initialized"), needs_tf]
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

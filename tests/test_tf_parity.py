@@ -22,10 +22,12 @@ from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType
+from tests.conftest import needs_tf
 from tests.test_vtrace import random_episodes
 
 # Policies built directly (without a trainer) start TF before any backend setup in this process.
-pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
+# Every test here compares the TF backend with torch: each is skipped, with the reason, without TF.
+pytestmark = [pytest.mark.filterwarnings("ignore:TensorFlow was already initialized"), needs_tf]
 
 CARTPOLE_OBS = Box(np.full(4, -np.inf), np.full(4, np.inf))
 PENDULUM_OBS = Box(np.array([-1.0, -1.0, -8.0]), np.array([1.0, 1.0, 8.0]))

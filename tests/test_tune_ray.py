@@ -7,20 +7,19 @@ import json
 from pathlib import Path
 
 import pytest
-import ray  # noqa: F401 - the ray extra is required for these tests
 
 import rlgear
 from rlgear.scheduler import TrialStatus
 from rlgear.tune.experiment import run
-from tests.conftest import small_config
+from tests.conftest import needs_ray, small_config, start_local_ray
 
 
 @pytest.fixture(scope="module")
 def ray_session():
-    from rlgear.ray_session import init_ray, shutdown_ray
-
-    init_ray(num_cpus=2)
+    start_local_ray(num_cpus=2)
     yield
+    from rlgear.ray_session import shutdown_ray
+
     shutdown_ray()
 
 
@@ -82,6 +81,7 @@ def test_tuner_runs_an_rlgear_trainer_and_its_checkpoint_restores(tmp_path, ray_
             trainer.stop()
 
 
+@needs_ray
 def test_get_trainable_is_a_tune_trainable_with_reset_config():
     from ray import tune
 

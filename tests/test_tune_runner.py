@@ -18,7 +18,7 @@ from rlgear.errors import ConfigError
 from rlgear.scheduler import TrialScheduler, TrialStatus
 from rlgear.tune import experiment_state as es
 from rlgear.tune.experiment import run
-from tests.conftest import small_config
+from tests.conftest import needs_matplotlib, small_config
 
 
 def experiment_config(tmp_path, iterations=4, **tune):
@@ -181,6 +181,7 @@ def test_sigkill_mid_run_then_resume_continues_every_trial(tmp_path):
         assert seen.first[trial.config["training"]["lr"]] == checkpointed[trial.trial_id] + 1
 
 
+@needs_matplotlib
 def test_plot_draws_one_line_per_trial(tmp_path):
     from rlgear.tune.plot import plot
 
@@ -191,6 +192,7 @@ def test_plot_draws_one_line_per_trial(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
+@needs_matplotlib
 def test_plot_cli_writes_the_png(tmp_path, capsys):
     from rlgear.cli import main
 
@@ -199,6 +201,17 @@ def test_plot_cli_writes_the_png(tmp_path, capsys):
     assert main(["plot", str(result.experiment_dir), "--out", str(out)]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG"
     assert "2 lines" in capsys.readouterr().out
+
+
+def test_plot_without_matplotlib_names_the_extra_to_install(tmp_path, monkeypatch):
+    """Runs with or without matplotlib: an import that fails is what a user without the extra sees."""
+    from rlgear.tune.plot import plot
+
+    result = run(experiment_config(tmp_path, iterations=2), progress="none")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    with pytest.raises(rlgear.PluginError, match=r"needs matplotlib.*pip install 'rlgear\[plot\]'"):
+        plot(result.experiment_dir)
+    assert not list(result.experiment_dir.glob("*.png"))  # nothing half-written
 
 
 def test_the_plain_table_shows_status_and_searched_values(tmp_path, capsys):

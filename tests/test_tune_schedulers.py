@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -71,14 +73,43 @@ def test_asha_stops_a_trial_below_the_rung_cutoff_and_keeps_the_better():
         asha.on_trial_result(runner, trials[0], {"training_iteration": 8, "episode_return_mean": 10})
         == "STOP"
     )
-    restored = make_scheduler(
-        TuneConfig(
-            scheduler="asha", scheduler_options={"grace_period": 2, "reduction_factor": 2, "max_t": 8}
-        ),
-        fail,
-    )
-    restored.set_state(asha.get_state())
-    assert restored.get_state() == asha.get_state()
+
+
+def test_a_restored_asha_makes_the_decisions_the_original_makes():
+    """State saved mid-rung (through JSON, as the experiment state file keeps it) and restored into a
+    new scheduler must give the same later decisions; a scheduler that forgot the rung would not."""
+    options = {"grace_period": 2, "reduction_factor": 2, "max_t": 16}
+
+    def new_scheduler():
+        return make_scheduler(TuneConfig(scheduler="asha", scheduler_options=options), fail)
+
+    asha = new_scheduler()
+    trials = [Trial(config={}, trial_id=f"t{i}") for i in range(4)]
+    runner = Runner(trials)
+    for trial in trials:
+        asha.on_trial_add(runner, trial)
+    for trial_id, score in (("t0", 10.0), ("t1", 1.0), ("t2", 12.0)):
+        trial = trials[int(trial_id[1])]
+        asha.on_trial_result(runner, trial, {"training_iteration": 2, "episode_return_mean": score})
+    asha.on_trial_result(runner, trials[0], {"training_iteration": 4, "episode_return_mean": 11.0})
+
+    restored, forgetful = new_scheduler(), new_scheduler()
+    restored.set_state(json.loads(json.dumps(asha.get_state())))
+    # t3 reaches rung 2 below its cutoff; t2 reaches rung 4 below t0's recorded 11
+    later = [("t3", 2, 2.0), ("t2", 4, 3.0)]
+
+    def decisions(scheduler):
+        return [
+            scheduler.on_trial_result(
+                runner, trials[int(tid[1])], {"training_iteration": it, "episode_return_mean": score}
+            )
+            for tid, it, score in later
+        ]
+
+    expected = decisions(asha)
+    assert expected == ["STOP", "STOP"]
+    assert decisions(restored) == expected
+    assert decisions(forgetful) == ["CONTINUE", "CONTINUE"]  # so the check above tells a restore from none
 
 
 def test_asha_in_min_mode_stops_the_higher_values():
@@ -198,7 +229,7 @@ class ExploitRunner(Runner):
         return handle
 
     def exploit_trial(self, trial, checkpoint, new_config):
-        self.exploited.append((trial.trial_id, checkpoint.trial_id, new_config))
+        self.exploited.append((trial.trial_id, checkpoint, new_config))
         trial.config = new_config
         return True
 
@@ -223,15 +254,22 @@ def test_pbt_bottom_quantile_exploits_a_top_trial_from_its_latest_snapshot():
         scheduler.on_trial_result(runner, trial, {"training_iteration": 2, "episode_return_mean": score})
     # t0 reported first: nothing ranked yet, so it was snapshotted; t3 is the top donor
     assert runner.exploited == []
+    # t3 reaches its next perturbation point first: a second, newer snapshot of it
+    scheduler.on_trial_result(runner, trials[3], {"training_iteration": 4, "episode_return_mean": 120.0})
+    t3_snapshots = [h for h in runner.saved if h.trial_id == "t3"]
+    assert [h.time_attr_value for h in t3_snapshots] == [2, 4]
     scheduler.on_trial_result(runner, trials[0], {"training_iteration": 4, "episode_return_mean": 0.5})
     assert len(runner.exploited) == 1
-    trial_id, donor_id, new_config = runner.exploited[0]
-    assert (trial_id, donor_id) == ("t0", "t3")
+    trial_id, snapshot, new_config = runner.exploited[0]
+    assert trial_id == "t0"
+    assert snapshot is t3_snapshots[-1]  # the donor's latest snapshot, not the one from iteration 2
+    assert scheduler.states["t0"].progress == 4  # t0 now carries the donor's progress at that snapshot
     assert new_config["seed"] == 0  # keeps its own seed
     (event,) = [e for e in runner.events if e["event"] == "exploit"]
     assert event["old_config"] == {"training.lr": 1e-3}
     assert event["donor_config"] == {"training.lr": 4e-3}
     assert event["new_config"] == {"training.lr": new_config["training"]["lr"]}
+    assert event["donor_time_attr"] == 4
 
 
 def test_pbt_skips_a_donor_whose_snapshot_is_older_than_its_latest_perturbation():
