@@ -204,8 +204,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "apply_gradients_without_clip_torch",
         "plugins/backends/torch/policy.py",
-        "        if grad_clip is not None:\n            torch.nn.utils.clip_grad_norm_",
-        "        if False:\n            torch.nn.utils.clip_grad_norm_",
+        "        if grad_clip is not None:\n            clip_gradients(",
+        "        if False:\n            clip_gradients(",
         "A3C's learner applies unclipped gradients",
         AC_TESTS,
     ),

@@ -14,7 +14,7 @@ already in it are skipped, so the suite can be stopped and resumed (it takes
 hours). A run records a digest of its hyperparameters (the rlgear config
 file, or the SB3 entry): after a config changes, its old runs are ignored by
 the report and run again. ``--report`` aggregates with rliable (interquartile mean over seeds of
-each run's final evaluation, 95% stratified-bootstrap confidence intervals),
+each run's final score, the mean of its last 3 evaluations; 95% stratified-bootstrap confidence intervals),
 writes the table to ``docs/benchmarks.md`` and one learning-curve PNG per task.
 
 Usage:
@@ -50,6 +50,14 @@ from suite_tasks import PENDING, TASKS, TASKS_BY_NAME, Task  # noqa: E402
 RESULTS = HERE / "results" / "suite"
 LIBS = ("rlgear", "sb3")
 EVAL_EPISODES = 10
+#: A run's score is the mean of its last evaluations (3 x 10 greedy episodes over the last 15% of the
+#: budget): one evaluation of 10 episodes swings by hundreds on Acrobot and LunarLander for both libraries.
+FINAL_EVALUATIONS = 3
+
+
+def final_score(curve: list[dict[str, float]]) -> float:
+    """The mean greedy return of a run's last ``FINAL_EVALUATIONS`` evaluations."""
+    return float(np.mean([p["return_mean"] for p in curve[-FINAL_EVALUATIONS:]]))
 
 
 def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
@@ -85,6 +93,18 @@ def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
     }
 
 
+def code_version() -> str:
+    """The commit the suite runs (``+dirty`` with uncommitted changes), recorded with every run."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "core", "plugins", "bench"], cwd=ROOT)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty.returncode else "")
+
+
 def settings_digest(task: Task, lib: str) -> str:
     """A digest of what a run's hyperparameters come from: a changed config invalidates old runs."""
     text = (
@@ -111,6 +131,7 @@ def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool,
         for lib in (libs if seed % 2 == 0 else libs[::-1])  # alternate who goes first
     ]
     total_start = time.perf_counter()
+    version = code_version()
     for i, (task, seed, lib) in enumerate(plan, 1):
         budget = task.quick_budget if quick else task.budget
         settings = settings_digest(task, lib)
@@ -120,10 +141,13 @@ def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool,
             f"[{i}/{len(plan)}] {lib:6s} {task.name:22s} seed {seed} budget {budget} ...", end=" ", flush=True
         )
         result = run_child(lib, task, seed, budget)
-        row = {"task": task.name, "lib": lib, "seed": seed, "budget": budget, "settings": settings, **result}
+        row = {
+            "task": task.name, "lib": lib, "seed": seed, "budget": budget, "settings": settings,
+            "rlgear_version": version, **result,
+        }  # fmt: skip
         with path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        final = result["curve"][-1]["return_mean"]
+        final = final_score(result["curve"])
         print(
             f"final {final:8.1f}  wall {result['wall_s']:6.1f} s  rss {result['peak_rss_mb']:.0f} MB",
             flush=True,
@@ -161,7 +185,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (task_name, lib, budget), runs in sorted(by_key.items()):
         task = TASKS_BY_NAME[task_name]
-        finals = np.array([r["curve"][-1]["return_mean"] for r in runs])
+        finals = np.array([final_score(r["curve"]) for r in runs])
         iqm, low, high = iqm_and_ci(finals) if len(runs) > 1 else (float(finals[0]),) * 3
         crossings = [first_crossing(r["curve"], task.threshold) for r in runs]
         solved = [c for c in crossings if c is not None]
