@@ -188,3 +188,27 @@ def test_lr_and_clip_schedules_are_read_at_the_policys_global_timestep(tmp_path,
     assert stats["clip_fraction"] == pytest.approx(expected["clip_fraction"])
     assert stats["policy_loss"] == pytest.approx(expected["policy_loss"], rel=STAT_RTOL, abs=STAT_ATOL)
     assert_update_is_sgd_on(update, grads, lr)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compute_gradients_uses_the_scheduled_clip_and_matches_the_reference(tmp_path, backend):
+    """compute_gradients (the asynchronous path) on a fresh policy, with no learn call before it:
+    the clip in force is the schedule's at the policy's timestep, and the gradients are the
+    reference's. (The TF policy once set its clip only inside learn_on_batch.)"""
+    policy = build(tmp_path, backend, False, {"clip_param_schedule": [[0, 0.3], [100_000, 0.1]]}, {})
+    policy.set_global_timestep(50_000)
+    training = policy.config.training
+    batch = ppo_batch(policy, False, seed=2)
+    weights = policy.get_weights()
+
+    def loss_of(w):
+        return reference(w, batch, training, False, "tanh", 0.2)[0]
+
+    _, expected = reference(weights, batch, training, False, "tanh", 0.2)
+    grads, stats = policy.compute_gradients(batch)
+    assert 0.0 < expected["clip_fraction"] < 1.0
+    for key in ("policy_loss", "clip_fraction", "total_loss"):
+        assert stats[key] == pytest.approx(expected[key], rel=STAT_RTOL, abs=STAT_ATOL), key
+    reference_grads = finite_difference_gradient(loss_of, weights)
+    for name, value in reference_grads.items():
+        np.testing.assert_allclose(grads[name], value, rtol=2e-3, atol=2e-5, err_msg=name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.schedules import piecewise_linear
@@ -24,9 +26,15 @@ class PPOTFPolicy(TFPolicy):
             return piecewise_linear(training.clip_param_schedule, self.global_timestep)
         return training.clip_param
 
+    # The traced loss reads the clip from a variable (no retrace when the schedule moves), so
+    # every entry point that runs the loss sets it first.
     def learn_on_batch(self, batch: SB) -> dict[str, float]:
         self._clip.assign(self.clip_param())
         return super().learn_on_batch(batch)
+
+    def compute_gradients(self, batch: SB) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        self._clip.assign(self.clip_param())
+        return super().compute_gradients(batch)
 
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training

@@ -24,7 +24,6 @@ from rlgear.spaces import Box, Discrete, Space
 from rlgear.timestep import TimeStep
 
 
-
 def clip_gradients(params: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
     """The global L2 norm of the gradients; above ``max_norm``, scale them down to it.
 
@@ -39,6 +38,7 @@ def clip_gradients(params: list[torch.Tensor], max_norm: float | None) -> torch.
     if max_norm is not None:
         torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
     return norm
+
 
 class TorchPolicy(Policy):
     """Actor-critic acting + minibatch SGD on ``loss()``.
