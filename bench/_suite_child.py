@@ -160,9 +160,28 @@ def run_sb3(task: Task, seed: int, budget: int, eval_every: int, episodes: int, 
     return int(model.num_timesteps)
 
 
+def run_env_only(task: Task, seed: int, budget: int, clock: Clock) -> int:
+    """The env's own cost: ``budget`` steps of one gymnasium env with random actions, no learning.
+
+    Both libraries step the same gymnasium envs, so this is a floor under either's wall clock;
+    what each spends above it is its own (acting, learning, bookkeeping, start-up)."""
+    import gymnasium as gym
+
+    env = gym.make(task.env)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    for _ in range(budget):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    env.close()
+    clock.curve.append({"env_steps": budget, "wall_s": clock.wall_s(), "return_mean": float("nan")})
+    return budget
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lib", choices=["rlgear", "sb3"], required=True)
+    parser.add_argument("--lib", choices=["rlgear", "sb3", "env"], required=True)
     parser.add_argument("--task", choices=sorted(TASKS_BY_NAME), required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--budget", type=int, required=True)
@@ -171,8 +190,11 @@ def main() -> None:
     args = parser.parse_args()
     task = TASKS_BY_NAME[args.task]
     clock = Clock()
-    runner = run_rlgear if args.lib == "rlgear" else run_sb3
-    steps = runner(task, args.seed, args.budget, args.eval_every, args.eval_episodes, clock)
+    if args.lib == "env":
+        steps = run_env_only(task, args.seed, args.budget, clock)
+    else:
+        runner = run_rlgear if args.lib == "rlgear" else run_sb3
+        steps = runner(task, args.seed, args.budget, args.eval_every, args.eval_episodes, clock)
     wall = clock.curve[-1]["wall_s"]  # training ended at the last evaluation
     result = {"env_steps": steps, "wall_s": wall, "eval_s": clock.eval_s, "curve": clock.curve}
     print("SUITE_RESULT " + json.dumps(result), flush=True)

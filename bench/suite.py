@@ -106,12 +106,15 @@ def code_version() -> str:
 
 
 def settings_digest(task: Task, lib: str) -> str:
-    """A digest of what a run's hyperparameters come from: a changed config invalidates old runs."""
-    text = (
-        (ROOT / "configs" / task.rlgear_config).read_text()
-        if lib == "rlgear"
-        else json.dumps(task.sb3, sort_keys=True)
-    )
+    """A digest of what a run's hyperparameters come from: a changed config invalidates old runs.
+
+    The env-only run has no hyperparameters: its digest is that of the env id."""
+    if lib == "env":
+        text = task.env
+    elif lib == "rlgear":
+        text = (ROOT / "configs" / task.rlgear_config).read_text()
+    else:
+        text = json.dumps(task.sb3, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -130,6 +133,8 @@ def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool,
         for task in tasks
         for lib in (libs if seed % 2 == 0 else libs[::-1])  # alternate who goes first
     ]
+    if not quick:  # the env's own cost, once per task: a floor under both libraries' wall clock
+        plan += [(task, seeds[0], "env") for task in tasks]
     total_start = time.perf_counter()
     version = code_version()
     for i, (task, seed, lib) in enumerate(plan, 1):
@@ -147,7 +152,7 @@ def run_suite(tasks: list[Task], seeds: list[int], libs: list[str], quick: bool,
         }  # fmt: skip
         with path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        final = final_score(result["curve"])
+        final = final_score(result["curve"]) if lib != "env" else float("nan")
         print(
             f"final {final:8.1f}  wall {result['wall_s']:6.1f} s  rss {result['peak_rss_mb']:.0f} MB",
             flush=True,
@@ -237,8 +242,10 @@ def plot_task(task: Task, rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def report(path: Path, doc: Path | None, plots: Path | None) -> str:
-    current = {(task.name, lib): settings_digest(task, lib) for task in TASKS for lib in LIBS}
-    rows = [r for r in load_results(path) if r.get("settings") == current[(r["task"], r["lib"])]]
+    current = {(task.name, lib): settings_digest(task, lib) for task in TASKS for lib in (*LIBS, "env")}
+    rows = [r for r in load_results(path) if r.get("settings") == current.get((r["task"], r["lib"]))]
+    env_floor = {r["task"]: r["wall_s"] for r in rows if r["lib"] == "env"}
+    rows = [r for r in rows if r["lib"] != "env"]
     if not rows:
         raise SystemExit(f"no results in {path}: run the suite first")
     summary = summarize(rows)
@@ -247,8 +254,8 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
         by_task[s["task"]][s["lib"]] = s
     lines = [
         "| task | budget | seeds | rlgear IQM [95% CI] | SB3 IQM [95% CI] | steps to threshold rlgear / SB3 "
-        "(solved) | wall s rlgear / SB3 | wall ratio | verdict |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "(solved) | wall s rlgear / SB3 | wall ratio | env alone s | ratio above env | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task in TASKS:
         libs = by_task.get(task.name)
@@ -261,6 +268,9 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
             return f"{value} ({x['solved']}/{x['seeds']})"
 
         ratio = r["wall_s"] / s["wall_s"]
+        floor = env_floor.get(task.name)
+        above = "-" if floor is None else f"{(r['wall_s'] - floor) / max(s['wall_s'] - floor, 1e-9):.2f}"
+        floor_text = "-" if floor is None else f"{floor:.1f}"
         returns_ok = r["iqm"] >= s["iqm"] or r["iqm"] >= s["ci"][0]
         verdict = ("return ok" if returns_ok else "**return below**") + (
             ", time ok" if ratio <= 0.5 else ", **time above 0.5x**"
@@ -269,7 +279,7 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
             f"| {task.name} (>= {task.threshold:g}) | {r['budget'] / 1000:.0f}k | {r['seeds']}/{s['seeds']} "
             f"| {r['iqm']:.1f} [{r['ci'][0]:.1f}, {r['ci'][1]:.1f}] | {s['iqm']:.1f} [{s['ci'][0]:.1f}, "
             f"{s['ci'][1]:.1f}] | {steps(r)} / {steps(s)} | {r['wall_s']:.0f} / {s['wall_s']:.0f} | "
-            f"{ratio:.2f} | {verdict} |"
+            f"{ratio:.2f} | {floor_text} | {above} | {verdict} |"
         )
     table = "\n".join(lines)
     pending = "\n".join(f"- {algo} on {env}: pending ({why})" for env, algo, why in PENDING)
