@@ -24,6 +24,7 @@ PROCESS_START = time.perf_counter()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -82,7 +83,9 @@ def run_rlgear(task: Task, seed: int, budget: int, eval_every: int, episodes: in
     from rlgear import registry
     from rlgear.agent import LoadedPolicy
 
-    raw = config_mod.read_yaml(HERE.parent / "configs" / task.rlgear_config)
+    # RLGEAR_SUITE_CONFIG: try a candidate config under the suite's exact protocol while tuning.
+    config_path = os.environ.get("RLGEAR_SUITE_CONFIG") or HERE.parent / "configs" / task.rlgear_config
+    raw = config_mod.read_yaml(config_path)
     raw["seed"] = seed
     raw["stop"] = {"timesteps_total": budget}
     training = raw.setdefault("training", {})

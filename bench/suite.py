@@ -219,7 +219,9 @@ def plot_task(task: Task, rows: list[dict[str, Any]], out: Path) -> None:
         runs = [r for r in rows if r["lib"] == lib]
         if not runs:
             continue
-        grid = np.linspace(0, max(r["curve"][-1]["env_steps"] for r in runs), 60)
+        # From the first step every run has evaluated at: no column of the grid is empty.
+        start = max(r["curve"][0]["env_steps"] for r in runs)
+        grid = np.linspace(start, max(r["curve"][-1]["env_steps"] for r in runs), 60)
         curves = np.array(
             [np.interp(grid, [p["env_steps"] for p in r["curve"]], [p["return_mean"] for p in r["curve"]],
                        left=np.nan) for r in runs]

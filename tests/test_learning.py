@@ -34,9 +34,10 @@ def test_ppo_solves_cartpole_within_150k_env_steps(tmp_path):
 
 
 @pytest.mark.slow
-def test_ppo_reaches_minus_500_on_pendulum_within_300k_env_steps(tmp_path):
+def test_ppo_reaches_minus_250_on_pendulum_within_120k_env_steps(tmp_path):
+    # Seed 0 gets there at about 73k env steps (training return, exploring policy).
     result = train(
-        tmp_path, "ppo-pendulum.yaml", "seed=0", "stop={episode_return_mean: -500, timesteps_total: 300000}"
+        tmp_path, "ppo-pendulum.yaml", "seed=0", "stop={episode_return_mean: -250, timesteps_total: 120000}"
     )
-    assert result["episode_return_mean"] >= -500, result
-    assert result["timesteps_total"] <= 300_000 + 2048
+    assert result["episode_return_mean"] >= -250, result
+    assert result["timesteps_total"] <= 120_000 + 4096  # one train batch past the stop
