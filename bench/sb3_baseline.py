@@ -9,7 +9,8 @@ For each seed, launches a fresh process of the SB3 virtualenv's interpreter
 rl-baselines3-zoo's tuned CartPole-v1 hyperparameters (n_steps=32,
 batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0, lr
 0.001 -> 0 and clip_range 0.2 -> 0 linearly over the first 100k env steps, at
-most 150k env steps: the same as configs/ppo-cartpole.yaml) on one torch thread
+most 150k env steps; configs/ppo-cartpole.yaml departs from these as docs/benchmarks.md
+says) on one torch thread
 (``torch.set_num_threads(1)``; rlgear also uses one, ``workers.num_cpus_for_driver``),
 and stops at the first of two criteria, each measured in its own run:
 
