@@ -3,10 +3,11 @@
 All three keep their requests in a :class:`RequestPool`: object refs keyed to
 the worker slot and the actor handle that will answer them. A worker that dies
 shows up as a Ray actor error on one of its refs; the pool then drops every
-request of that handle (counted in ``workers.num_dropped_requests``), asks
+request of that handle (counted in ``workers.num_dropped_requests``) and asks
 the WorkerSet for a replacement (a fresh actor with the current weights in the
-same slot) and, where the op still needs work from that slot, re-issues it to
-the new actor. A request that stays unanswered for ``workers.sample_timeout_s``
+same slot, started in the background). Where the op still needs that work it
+re-issues it: to the replacement once it answers, meanwhile to the live
+workers. A request that stays unanswered for ``workers.sample_timeout_s``
 marks its worker as hung, which is handled the same way.
 
 Env steps are credited to the WorkerSet (``record_env_steps``) only when a
@@ -45,10 +46,19 @@ class RequestPool:
 
     def in_flight(self, worker_id: int) -> int:
         handle = self.workers.remote_worker(worker_id)
+        if handle is None:
+            return 0
         return sum(1 for wid, h in self._refs.values() if wid == worker_id and h is handle)
 
+    @property
+    def empty(self) -> bool:
+        return not self._refs
+
     def issue(self, worker_id: int, count: int = 1) -> None:
+        """``count`` more requests to the live actor in ``worker_id``'s slot (none while it is pending)."""
         handle = self.workers.remote_worker(worker_id)
+        if handle is None:
+            return
         if count > 0 and self.in_flight(worker_id) == 0:
             self._busy_since[worker_id] = time.monotonic()
         for _ in range(count):
@@ -127,12 +137,17 @@ def _postprocessed(batch: SampleBatch) -> SampleBatch:
 def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleBatch, int]:
     """One synchronous round set over the remote workers (the local evaluator only learns).
 
-    Every worker gets the same number of sample requests, fixed up front as
-    in :func:`rlgear.rollout_ops.synchronous_parallel_sample`; a worker that
-    dies has its unanswered share re-issued to its replacement, which starts
-    with the current weights, so the batch holds only current-policy samples
-    and each transition once.
+    Every live worker gets the same number of sample requests, fixed up front
+    as in :func:`rlgear.rollout_ops.synchronous_parallel_sample`. A worker
+    that dies has its unanswered share re-issued: to its replacement once that
+    answers (it starts with the current weights), meanwhile to the live
+    workers, so the batch holds only current-policy samples and each
+    transition once. With no live worker it waits for one
+    (:meth:`~rlgear.evaluator.WorkerSet.wait_for_live_workers`).
     """
+    workers.poll_replacements()
+    if not workers.remote_worker_ids:
+        workers.wait_for_live_workers()
     ids = workers.remote_worker_ids
     per_round = workers.local_worker.steps_per_sample * len(ids)
     rounds = max(1, -(-min_env_steps // per_round))
@@ -148,10 +163,7 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
             workers.record_env_steps(worker_id, count)
             arrived.append((worker_id, _postprocessed(batch)))
             steps += count
-        for worker_id in ids:  # replaced workers: re-issue what their predecessor still owed
-            missing = owed[worker_id] - pool.in_flight(worker_id)
-            if missing > 0:
-                pool.issue(worker_id, missing)
+        _reissue_owed(workers, pool, owed)
     # Concatenate in worker order, not arrival order: the learner's minibatch
     # shuffle then sees the same rows in the same places whichever worker
     # finished first, so a seeded run learns the same way every time. (An
@@ -159,6 +171,30 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     # sort keeps that order within a worker.)
     arrived.sort(key=lambda item: item[0])
     return SampleBatch.concat([batch for _, batch in arrived]), steps
+
+
+def _reissue_owed(workers: Any, pool: RequestPool, owed: dict[int, int]) -> None:
+    """Re-issue requests lost with failed workers: to the slot's replacement if it is live, else
+    to the live worker owing least (waiting for one when none is live)."""
+    workers.poll_replacements()
+    for worker_id in sorted(owed):
+        missing = owed[worker_id] - pool.in_flight(worker_id)
+        if missing <= 0:
+            continue
+        if workers.remote_worker(worker_id) is None:  # replacement pending: hand its share over
+            live = workers.remote_worker_ids
+            if not live:
+                workers.wait_for_live_workers()
+                live = workers.remote_worker_ids
+            if worker_id in live:
+                pool.issue(worker_id, missing)
+                continue
+            taker = min(live, key=lambda wid: (owed.get(wid, 0), wid))
+            owed[worker_id] -= missing
+            owed[taker] = owed.get(taker, 0) + missing
+            pool.issue(taker, missing)
+        else:
+            pool.issue(worker_id, missing)
 
 
 class AsyncSampler:
@@ -177,10 +213,14 @@ class AsyncSampler:
             )
         self.workers = workers
         self.max_in_flight = max_requests_in_flight_per_worker
-        self._pool = RequestPool(workers, "sample_with_count") if workers.remote_workers else None
+        self._pool = RequestPool(workers, "sample_with_count") if workers.has_remote_workers else None
 
     def _fill(self) -> None:
+        """Top up every live worker's queue; with none live, wait for a replacement first."""
         self._pool.drop_replaced()
+        self.workers.poll_replacements()
+        if not self.workers.remote_worker_ids and self._pool.empty:
+            self.workers.wait_for_live_workers()
         for worker_id in self.workers.remote_worker_ids:
             self._pool.issue(worker_id, self.max_in_flight - self._pool.in_flight(worker_id))
 
@@ -222,7 +262,9 @@ class AsyncGradients:
             )
         self.workers = workers
         self.max_in_flight = max_requests_in_flight_per_worker
-        self._pool = RequestPool(workers, "compute_gradients_with_count") if workers.remote_workers else None
+        self._pool = (
+            RequestPool(workers, "compute_gradients_with_count") if workers.has_remote_workers else None
+        )
 
     def in_flight(self, worker_id: int) -> int:
         return 0 if self._pool is None else self._pool.in_flight(worker_id)
@@ -239,6 +281,9 @@ class AsyncGradients:
         out = []
         while not out:
             self._pool.drop_replaced()
+            self.workers.poll_replacements()
+            if not self.workers.remote_worker_ids and self._pool.empty:
+                self.workers.wait_for_live_workers()
             for worker_id in self.workers.remote_worker_ids:
                 self._pool.issue(worker_id, self.max_in_flight - self._pool.in_flight(worker_id))
             for worker_id, (grads, stats, steps) in self._pool.wait(timeout_s):

@@ -16,7 +16,9 @@ an episode still running keeps its rows for the next call.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -360,6 +362,16 @@ class WorkerSet:
     so every op that keeps per-worker state (in-flight requests, metrics)
     keys it by worker id and sees a replacement as a new handle in the same
     slot. With ``num_workers: 0`` nothing here touches Ray.
+
+    Replacements start in the background: a slot whose actor died is
+    *pending* until its replacement answers, and the ops go on with the live
+    workers meanwhile (a whole node can fail, and its replacements may have
+    to wait for the cluster to schedule them elsewhere). A replacement that
+    dies before it answers (placed on a node that was dying but not yet
+    marked dead) is started again after a backoff; Ray's scheduler never
+    places it on a node it has marked dead. With no live worker at all,
+    :meth:`wait_for_live_workers` waits up to
+    ``workers.ray.worker_start_timeout_s``, then fails.
     """
 
     def __init__(
@@ -382,6 +394,11 @@ class WorkerSet:
         self.num_dropped_requests = 0
         #: Metrics collections that gave up waiting for a worker (``num_metrics_timeouts``).
         self.num_metrics_timeouts = 0
+        #: Why workers failed, by reason (``worker_failures/<reason>`` in results).
+        self.failure_reasons: Counter[str] = Counter()
+        #: Replacement actors that died or timed out before answering (``num_worker_start_failures``).
+        self.num_start_failures = 0
+        self._pending: dict[int, _PendingStart] = {}
         self._delivered_steps: dict[int, int] = {}
         self._pending_metrics: dict[int, tuple[Any, Any]] = {}
         self.last_weights_ref: Any = None
@@ -401,21 +418,33 @@ class WorkerSet:
 
     # --- the lists of workers -----------------------------------------------------
     @property
+    def has_remote_workers(self) -> bool:
+        """True when the run samples on remote workers (even while all of them are being replaced)."""
+        return self.config.workers.num_workers > 0
+
+    @property
     def remote_workers(self) -> list[Any]:
-        """Ray actor handles of the remote workers, in slot order (ids 1..N)."""
+        """Ray actor handles of the live remote workers, in slot order (ids 1..N)."""
         return [self._slots[i] for i in sorted(self._slots)]
 
     @property
     def remote_worker_ids(self) -> list[int]:
+        """Slots holding a live actor (pending replacements are left out)."""
         return sorted(self._slots)
 
     def remote_worker(self, worker_id: int) -> Any:
-        """The current actor in slot ``worker_id`` (a replacement is a new handle)."""
-        return self._slots[worker_id]
+        """The current actor in slot ``worker_id`` (a replacement is a new handle), or None while
+        that slot's replacement is starting."""
+        return self._slots.get(worker_id)
 
     def healthy_remote_ids(self) -> list[int]:
-        """Slots holding a live actor; a dead one is replaced as soon as it is detected."""
+        """Slots holding a live actor; a dead one is pending until its replacement answers."""
         return sorted(self._slots)
+
+    @property
+    def pending_worker_ids(self) -> list[int]:
+        """Slots whose replacement has not answered yet."""
+        return sorted(self._pending)
 
     def workers(self) -> list[Any]:
         return [self.local_worker, *self.remote_workers]
@@ -438,10 +467,13 @@ class WorkerSet:
 
     # --- failures ---------------------------------------------------------------
     def replace_worker(self, worker_id: int, failed_handle: Any, error: BaseException | None = None) -> Any:
-        """Replace the actor in ``worker_id``'s slot with a fresh one holding the current weights.
+        """Start a replacement for the actor in ``worker_id``'s slot, which failed with ``error``.
 
-        Idempotent per failure: when the slot already holds another handle
-        (an op saw the same death first), that handle is returned. Raises
+        The replacement starts in the background with the current weights;
+        until it answers, the slot is pending and this returns None (or the new
+        handle when it answered at once). Idempotent per failure: when the slot
+        already holds another handle, or is already pending (an op saw the same
+        death first), that is returned. Raises
         :class:`~rlgear.ray_session.WorkerFailureError` when recreation is off
         or ``workers.max_restarts`` is used up.
         """
@@ -452,10 +484,80 @@ class WorkerSet:
         self._pending_metrics.pop(worker_id, None)  # its episodes died with it
         self._remote.check_restart_allowed(worker_id, self.num_restarts, error)
         self.num_restarts += 1
-        (handle,) = self._remote.start([worker_id], self.config).values()
-        self._slots[worker_id] = handle
-        self.sync_weights([worker_id])
-        return handle
+        self.failure_reasons[failure_reason(error)] += 1
+        del self._slots[worker_id]
+        self._pending[worker_id] = _PendingStart()
+        self.poll_replacements()
+        return self._slots.get(worker_id)
+
+    def poll_replacements(self) -> None:
+        """Move answered replacements into their slots and (re)start the ones that are due. Never blocks."""
+        if not self._pending:
+            return
+        ray = self._remote.ray
+        now = time.monotonic()
+        for worker_id, pending in list(self._pending.items()):
+            if pending.handle is None:
+                if now >= pending.next_try:
+                    pending.handle, pending.ping = self._remote.launch(worker_id, self.config)
+                continue
+            ready, _ = ray.wait([pending.ping], timeout=0)
+            if not ready:
+                continue  # still being placed or starting: Ray schedules it when a node has room
+            try:
+                ray.get(pending.ping)
+            except Exception as err:
+                self._remote.raise_if_not_failure(err)  # a bug in the worker's setup is not a crash
+                self._start_failed(pending, err)
+                continue
+            del self._pending[worker_id]
+            self._slots[worker_id] = pending.handle
+            self._delivered_steps.setdefault(worker_id, 0)
+            self.sync_weights([worker_id])
+
+    def _start_failed(self, pending: _PendingStart, error: BaseException) -> None:
+        """A replacement died before answering: try again after a backoff (1, 2, 4 ... 30 s)."""
+        self._remote.kill(pending.handle)
+        self.num_start_failures += 1
+        pending.last_error = f"{type(error).__name__}: {_first_line(error)}"
+        pending.handle = pending.ping = None
+        pending.next_try = time.monotonic() + min(2.0**pending.attempts, _MAX_BACKOFF_S)
+        pending.attempts += 1
+
+    def wait_for_live_workers(self) -> None:
+        """Block until at least one remote worker is live, for up to ``workers.ray.worker_start_timeout_s``.
+
+        Called by the ops when every slot is pending: sampling cannot go on
+        without a worker, so the run waits for the cluster to place the
+        replacements, then stops with an error naming why they did not start.
+        """
+        from rlgear.ray_session import WorkerFailureError
+
+        timeout = self.config.workers.ray.worker_start_timeout_s
+        deadline = time.monotonic() + timeout
+        ray = self._remote.ray
+        while not self._slots:
+            self.poll_replacements()
+            if self._slots:
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                reasons = sorted({p.last_error for p in self._pending.values() if p.last_error})
+                free = ray.available_resources().get("CPU", 0.0)
+                raise WorkerFailureError(
+                    f"no remote worker has been live for {timeout:g} s (workers.ray.worker_start_timeout_s): "
+                    f"{len(self._pending)} replacement(s) could not start"
+                    + (f" ({'; '.join(reasons)})" if reasons else "")
+                    + f"; the cluster has {free:g} CPUs free, each worker needs "
+                    f"{self.config.workers.num_cpus_per_worker}"
+                )
+            pings = [p.ping for p in self._pending.values() if p.ping is not None]
+            next_try = min((p.next_try for p in self._pending.values() if p.handle is None), default=deadline)
+            pause = max(0.01, min(deadline, next_try, now + 1.0) - now)
+            if pings:
+                ray.wait(pings, num_returns=1, timeout=pause)
+            else:
+                time.sleep(pause)
 
     def record_env_steps(self, worker_id: int, steps: int) -> None:
         """Count env steps the learner received from a remote worker (reported by ``pop_metrics``).
@@ -496,7 +598,7 @@ class WorkerSet:
         worker: a late answer is kept and collected next time.
         """
         out = [self.local_worker.pop_metrics()]
-        if not self._slots:
+        if not self._slots and not self._pending:
             return out
         ray = self._remote.ray
         refs = {}
@@ -506,8 +608,10 @@ class WorkerSet:
             if pending_handle is not handle:
                 ref = handle.pop_metrics.remote()
             refs[ref] = (worker_id, handle)
-        ready, not_ready = ray.wait(
-            list(refs), num_returns=len(refs), timeout=self.config.workers.metrics_timeout_s
+        ready, not_ready = (
+            ray.wait(list(refs), num_returns=len(refs), timeout=self.config.workers.metrics_timeout_s)
+            if refs
+            else ([], [])
         )
         for ref in not_ready:
             worker_id, handle = refs[ref]
@@ -524,7 +628,9 @@ class WorkerSet:
             metrics["env_steps"] = self._delivered_steps.get(worker_id, 0)
             self._delivered_steps[worker_id] = 0
             out.append(metrics)
-        for worker_id, _ in (refs[ref] for ref in not_ready):  # steps are counted even if episodes are late
+        late = [refs[ref][0] for ref in not_ready]
+        # Steps are counted even if episodes are late, or their worker died after delivering them.
+        for worker_id in [*late, *self._pending]:
             out.append({"episodes": [], "env_steps": self._delivered_steps.get(worker_id, 0)})
             self._delivered_steps[worker_id] = 0
         return out
@@ -533,12 +639,16 @@ class WorkerSet:
         """Result keys about remote-worker failures (empty without remote workers)."""
         if self.config.workers.num_workers == 0:
             return {}
-        return {
+        stats = {
             "num_worker_restarts": self.num_restarts,
+            "num_worker_start_failures": self.num_start_failures,
             "num_dropped_requests": self.num_dropped_requests,
             "num_metrics_timeouts": self.num_metrics_timeouts,
             "num_healthy_workers": len(self.healthy_remote_ids()),
+            "num_pending_workers": len(self._pending),
         }
+        stats.update({f"worker_failures/{reason}": n for reason, n in sorted(self.failure_reasons.items())})
+        return stats
 
     def stop(self) -> None:
         self.local_worker.stop()
@@ -549,6 +659,49 @@ class WorkerSet:
             for handle in self._slots.values():
                 self._remote.kill(handle)
             self._slots = {}
+        for pending in self._pending.values():
+            if pending.handle is not None:
+                self._remote.kill(pending.handle)
+        self._pending = {}
+
+
+_MAX_BACKOFF_S = 30.0
+
+
+@dataclass
+class _PendingStart:
+    """A slot whose replacement actor has not answered yet."""
+
+    handle: Any = None  # the actor being started (None: waiting for ``next_try``)
+    ping: Any = None  # its first call's ref: ready once the actor runs
+    attempts: int = 0  # replacements of this slot that died before answering
+    next_try: float = 0.0  # monotonic time of the next start
+    last_error: str = ""
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def failure_reason(error: BaseException | None) -> str:
+    """A short, countable reason for a worker failure (the ``worker_failures/<reason>`` result keys).
+
+    ``node_lost``: Ray says the actor's node died; ``unreachable``: the
+    actor's process stopped answering (a killed node often shows this first);
+    ``hung``: no answer within ``workers.sample_timeout_s``; ``worker_died``:
+    the worker process died on a live node.
+    """
+    if error is None:
+        return "unknown"
+    if isinstance(error, TimeoutError):
+        return "hung"
+    text = str(error)
+    if "node has died" in text or "node was terminated" in text or "NodeDiedError" in type(error).__name__:
+        return "node_lost"
+    if type(error).__name__ == "ActorUnavailableError":
+        return "unreachable"
+    return "worker_died"
 
 
 def _bind_id(fn: Callable[[int, Evaluator], Any], worker_id: int) -> Callable[[Evaluator], Any]:

@@ -81,6 +81,9 @@ def init_ray(
         "logging_level": logging.WARNING if quiet else logging.INFO,
     }
     if address is None:
+        # "local" always starts a new Ray: without it, ray.init() attaches to a cluster that
+        # `ray start` (or a test's Cluster) left running on this machine and then refuses num_cpus.
+        kwargs["address"] = "local"
         kwargs["num_cpus"] = max(1, int(num_cpus))
         if object_store_memory is not None:
             kwargs["object_store_memory"] = int(object_store_memory)

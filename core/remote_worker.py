@@ -84,6 +84,12 @@ class RemoteEvaluator:
     def ping(self) -> int:
         return self.evaluator.worker_index
 
+    def node_id(self) -> str:
+        """The Ray node this worker runs on (hex id)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def steps_per_sample(self) -> int:
         return self.evaluator.steps_per_sample
 
@@ -217,14 +223,10 @@ class RemoteWorkerFactory:
         """
         from rlgear.ray_session import RayResourceError
 
-        handles = {
-            worker_id: self._actor_class.remote(
-                config, *self._classes, worker_id, None, self._hook_plugins, self._check_spaces
-            )
-            for worker_id in worker_ids
-        }
+        launched = {worker_id: self.launch(worker_id, config) for worker_id in worker_ids}
+        handles = {worker_id: handle for worker_id, (handle, _) in launched.items()}
         timeout = self.config.workers.ray.worker_start_timeout_s
-        pings = [handle.ping.remote() for handle in handles.values()]
+        pings = [ping for _, ping in launched.values()]
         try:
             self.ray.get(pings, timeout=timeout)
         except self.ray.exceptions.GetTimeoutError:
@@ -242,6 +244,13 @@ class RemoteWorkerFactory:
             self.raise_if_not_failure(err)
             raise
         return handles
+
+    def launch(self, worker_id: int, config: Any) -> tuple[Any, Any]:
+        """Create the actor for ``worker_id`` without waiting: ``(handle, ref of its first ping)``."""
+        handle = self._actor_class.remote(
+            config, *self._classes, worker_id, None, self._hook_plugins, self._check_spaces
+        )
+        return handle, handle.ping.remote()
 
     def kill(self, handle: Any) -> None:
         with contextlib.suppress(Exception):  # already gone is fine

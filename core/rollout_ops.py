@@ -40,7 +40,7 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
     never trigger a whole extra round. Returns the concatenated batch and the
     env steps (transitions) it holds.
     """
-    if getattr(workers, "remote_workers", None):  # remote workers sample, the local one only learns
+    if getattr(workers, "has_remote_workers", False):  # remote workers sample, the local one only learns
         from rlgear.async_ops import synchronous_remote_sample
 
         return synchronous_remote_sample(workers, min_env_steps)

@@ -10,6 +10,7 @@ needs the whole budget fails here.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -90,9 +91,14 @@ def test_async_training_survives_a_sigkilled_worker(tmp_path, trainer_cls):
         victim = trainer.workers.remote_worker(1)
         os.kill(ray.get(victim.pid.remote()), signal.SIGKILL)
         after = [trainer.train() for _ in range(2)]
+        # The replacement starts in the background while worker 2 carries on.
+        deadline = time.monotonic() + 60
+        while trainer.workers.healthy_remote_ids() != [1, 2] and time.monotonic() < deadline:
+            after.append(trainer.train())
         assert after[-1]["num_worker_restarts"] == 1
         assert trainer.workers.remote_worker(1) is not victim
         assert trainer.workers.healthy_remote_ids() == [1, 2]
+        assert all(r["timesteps_this_iter"] > 0 for r in after)
         updates = "learner/num_learner_updates" if trainer_cls is IMPALA else "learner/num_grad_updates"
         assert after[-1][updates] > before[-1][updates]
         assert after[-1]["timesteps_total"] > before[-1]["timesteps_total"]

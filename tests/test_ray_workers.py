@@ -176,13 +176,20 @@ def test_sigkilled_worker_is_replaced_and_no_sample_is_stale_or_duplicated(train
     victim = trainer.workers.remote_worker(1)
     os.kill(ray.get(victim.pid.remote()), signal.SIGKILL)
     results += [trainer.train() for _ in range(3)]  # CheckedPPO checks every batch
+    # The replacement starts in the background; worker 2 samples alone meanwhile.
+    deadline = time.monotonic() + 60
+    while trainer.workers.healthy_remote_ids() != [1, 2] and time.monotonic() < deadline:
+        results.append(trainer.train())
     assert results[-1]["num_worker_restarts"] == restarts + 1 == 1
     assert trainer.workers.remote_worker(1) is not victim
     assert trainer.workers.healthy_remote_ids() == [1, 2]
     # Env steps: what each iteration reports is exactly what its batches held.
     assert [r["timesteps_this_iter"] for r in results] == trainer.sampled_steps[sampled:]
     assert results[-1]["timesteps_total"] - total == sum(trainer.sampled_steps[sampled:])
-    assert all(r["num_healthy_workers"] == 2 for r in results)
+    assert all(r["num_healthy_workers"] + r["num_pending_workers"] == 2 for r in results)
+    assert all(r["timesteps_this_iter"] > 0 for r in results)  # no iteration stalled on the dead worker
+    results.append(trainer.train())
+    assert results[-1]["num_healthy_workers"] == 2 and results[-1]["num_pending_workers"] == 0
     lrs = trainer.workers.foreach_worker(lambda evaluator: evaluator.config.training.lr)
     assert lrs == [trainer.config.training.lr] * 3  # the replacement runs the current config
 
