@@ -97,7 +97,9 @@ def test_a_lost_node_is_replaced_on_a_live_node_and_the_run_goes_on(cluster, tmp
         spare = cluster.add_node(num_cpus=2)
         cluster.remove_node(doomed, allow_graceful=False)
 
-        results = train_until(trainer, lambda r: r["num_healthy_workers"] == 2 and r["num_worker_restarts"] == 2)
+        results = train_until(
+            trainer, lambda r: r["num_healthy_workers"] == 2 and r["num_worker_restarts"] == 2
+        )
         last = results[-1]
         failures = {k: v for k, v in last.items() if k.startswith("worker_failures/")}
         assert sum(failures.values()) == 2, last  # one failure per worker, each with its reason
@@ -118,7 +120,9 @@ def test_while_a_replacement_waits_for_room_the_run_goes_on_with_the_live_worker
         cluster.remove_node(doomed, allow_graceful=False)
 
         # No room for the replacement: iterations go on with the one live worker.
-        results = train_until(trainer, lambda r: r["num_pending_workers"] == 1 and r["num_healthy_workers"] == 1)
+        results = train_until(
+            trainer, lambda r: r["num_pending_workers"] == 1 and r["num_healthy_workers"] == 1
+        )
         before = results[-1]["timesteps_total"]
         train_until(trainer, lambda r: r["timesteps_total"] >= before + 2 * 62)
 
