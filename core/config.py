@@ -126,7 +126,11 @@ class WorkersConfig:
         "current weights; false stops the run at the first failure.",
         True,
     )
-    max_restarts: int = doc("Worker replacements allowed over the run before it stops with an error.", 10)
+    max_restarts: int = doc(
+        "Worker replacements allowed before the run stops with an error (counted from the start "
+        "or the last resume; num_worker_restarts in results counts over the whole run).",
+        10,
+    )
     max_requests_in_flight_per_worker: int = doc(
         "Sample requests kept queued on each remote worker by asynchronous sampling.", 2
     )

@@ -398,6 +398,7 @@ class WorkerSet:
         self.failure_reasons: Counter[str] = Counter()
         #: Replacement actors that died or timed out before answering (``num_worker_start_failures``).
         self.num_start_failures = 0
+        self._restarts_before_resume = 0  # max_restarts counts this session's replacements
         self._pending: dict[int, _PendingStart] = {}
         self._delivered_steps: dict[int, int] = {}
         self._pending_metrics: dict[int, tuple[Any, Any]] = {}
@@ -482,7 +483,7 @@ class WorkerSet:
             return current
         self._remote.kill(failed_handle)
         self._pending_metrics.pop(worker_id, None)  # its episodes died with it
-        self._remote.check_restart_allowed(worker_id, self.num_restarts, error)
+        self._remote.check_restart_allowed(worker_id, self.num_restarts - self._restarts_before_resume, error)
         self.num_restarts += 1
         self.failure_reasons[failure_reason(error)] += 1
         del self._slots[worker_id]
@@ -634,6 +635,29 @@ class WorkerSet:
             out.append({"episodes": [], "env_steps": self._delivered_steps.get(worker_id, 0)})
             self._delivered_steps[worker_id] = 0
         return out
+
+    def get_fault_state(self) -> dict[str, Any]:
+        """The failure counters, for checkpoints: a resumed run keeps counting from them."""
+        return {
+            "num_restarts": self.num_restarts,
+            "num_start_failures": self.num_start_failures,
+            "num_dropped_requests": self.num_dropped_requests,
+            "num_metrics_timeouts": self.num_metrics_timeouts,
+            "failure_reasons": dict(self.failure_reasons),
+        }
+
+    def set_fault_state(self, state: dict[str, Any]) -> None:
+        """Counters from :meth:`get_fault_state` (missing ones, from older checkpoints, stay 0).
+
+        ``workers.max_restarts`` counts from the resume: a run stopped by it can
+        be resumed once its cause is fixed.
+        """
+        self.num_restarts = int(state.get("num_restarts", 0))
+        self._restarts_before_resume = self.num_restarts
+        self.num_start_failures = int(state.get("num_start_failures", 0))
+        self.num_dropped_requests = int(state.get("num_dropped_requests", 0))
+        self.num_metrics_timeouts = int(state.get("num_metrics_timeouts", 0))
+        self.failure_reasons = Counter({str(k): int(v) for k, v in state.get("failure_reasons", {}).items()})
 
     def fault_stats(self) -> dict[str, int]:
         """Result keys about remote-worker failures (empty without remote workers)."""

@@ -267,7 +267,7 @@ class RemoteWorkerFactory:
             ) from error
         if restarts >= w.max_restarts:
             raise WorkerFailureError(
-                f"remote worker {worker_id} failed ({why}) after {restarts} worker restarts in this run; "
+                f"remote worker {worker_id} failed ({why}) after {restarts} worker restarts since the run (re)started; "
                 f"workers.max_restarts is {w.max_restarts}: the workers keep dying (out of memory? a "
                 "crashing env?), see the Ray logs (/tmp/ray/session_latest/logs)"
             ) from error

@@ -279,6 +279,7 @@ class Trainer:
                 "restore_epoch": self.restore_epoch,
             },
             "metrics_window": self.metrics.get_state(),
+            "fault_counters": self.workers.get_fault_state(),
             "policy_meta": policy_state.meta,
             "algorithm_state": self.get_algorithm_state(),
         }
@@ -392,6 +393,7 @@ class Trainer:
         self.time_total_s = float(counters["time_total_s"])
         self.restore_epoch = int(counters.get("restore_epoch", 0)) + 1
         self.metrics.set_state(state["metrics_window"])
+        self.workers.set_fault_state(state.get("fault_counters", {}))  # counts go on across a resume
         self.set_algorithm_state(state.get("algorithm_state", {}))
         self.set_algorithm_arrays(
             {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
