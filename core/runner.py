@@ -29,7 +29,7 @@ from rlgear import env as env_mod
 from rlgear import registry
 from rlgear.config import RunConfig
 from rlgear.errors import CheckpointError, ConfigError
-from rlgear.logger import ResultLogger
+from rlgear.logger import DISCARDED_FILE, ResultLogger, discard_results_after
 from rlgear.progress import Progress, summary_line
 
 # Sections a resumed run may change (how long to run, how to save and log).
@@ -134,12 +134,20 @@ def run(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(config_mod.dump_yaml(config.to_dict()))
+        purge_step = None
         if latest is not None:
             trainer.restore(latest)
             display.message(f"resumed {run_dir} from {latest.name} (iteration {trainer.iteration})")
+            moved = discard_results_after(run_dir, trainer.iteration)
+            if moved:
+                display.message(
+                    f"{moved} result row(s) logged after {latest.name} moved to {DISCARDED_FILE} "
+                    "(those iterations run again)"
+                )
+            purge_step = trainer.timesteps_total + 1
         else:
             display.message(f"run folder: {run_dir}")
-        logger = ResultLogger(run_dir, config.logging.tensorboard)
+        logger = ResultLogger(run_dir, config.logging.tensorboard, purge_step=purge_step)
         interrupted = False
         last_saved = -1
         reason = None
