@@ -285,3 +285,20 @@ def test_a_paused_trial_releases_its_trainer_and_continues_from_its_checkpoint(t
     # while trial_000 was paused, trial_001 got the only slot
     other = progress(Path(trials[1].logdir))
     assert other[0]["timestamp"] < rows[2]["timestamp"]
+
+
+def test_resume_needs_only_the_experiment_folder_not_the_original_logging_dir(tmp_path, monkeypatch):
+    """`rlgear tune CONFIG --set logging.dir=X`, then `rlgear tune CONFIG --resume X/<experiment>`."""
+    config = experiment_config(tmp_path, iterations=2)
+    del config["logging"]["dir"]
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    first = run(path, overrides=[f"logging.dir={tmp_path / 'elsewhere'}"], progress="none")
+    assert first.experiment_dir.parent == tmp_path / "elsewhere"
+    monkeypatch.chdir(tmp_path)
+    again = run(path, resume=first.experiment_dir, progress="none")
+    assert again.experiment_dir == first.experiment_dir
+    assert [t.logdir for t in again.trials] == [t.logdir for t in first.trials]
+    assert not (tmp_path / "runs").exists()  # nothing written where the config's default points
+    with pytest.raises(ConfigError, match="training.lr"):  # what it trains still may not change
+        run(path, overrides=["training.lr=0.1"], resume=first.experiment_dir, progress="none")

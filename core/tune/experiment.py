@@ -27,7 +27,10 @@ from rlgear.tune.display import TrialTable
 from rlgear.tune.runner import TrialRunner
 
 #: Keys a resumed experiment may change: how it is shown and where it runs, not what it trains.
+#: ``logging.dir`` and ``tune.name`` only place a new experiment's folder; ``--resume DIR`` names it.
 RESUMABLE_CHANGES = (
+    "logging.dir",
+    "tune.name",
     "logging.progress",
     "logging.progress_interval_s",
     "tune.max_concurrent",
