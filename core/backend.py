@@ -34,6 +34,13 @@ class Backend(ABC):
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
         """Restore what ``get_rng_state`` returned."""
 
+    def reseed(self, seed: int) -> None:
+        """Seed the framework's global RNG again (threads untouched); PBT calls it after an exploit.
+
+        The default does nothing: a backend whose framework draws global random
+        numbers during training overrides it (the built-in ones do).
+        """
+
     def version(self) -> str:
         """The framework's version, for ``rlgear plugins``; empty if unknown."""
         return ""

@@ -10,6 +10,7 @@ between backends and into safetensors files unchanged.
 
 from __future__ import annotations
 
+import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,23 @@ class Policy(ABC):
     def update_config(self, config: Any) -> None:
         """Take new hyperparameters in place (``Trainer.reset_config``); weights are kept."""
         self.config = config
+
+    def reseed(self, seed: int) -> None:
+        """Fresh random streams from ``seed`` for what this policy draws (minibatch order, action noise).
+
+        Why: a PBT exploit restores a donor's whole state, its RNG states
+        included; two trials that took the same donor would then draw the same
+        numbers to the end and waste half their compute. The default gives every
+        numpy ``Generator`` held by the policy (or its ``fast_actor``) a new one
+        seeded from ``(seed, attribute name)``; a policy with other randomness
+        overrides this.
+        """
+        for owner in (self, getattr(self, "fast_actor", None)):
+            if owner is None:
+                continue
+            for name, value in list(vars(owner).items()):
+                if isinstance(value, np.random.Generator):
+                    setattr(owner, name, np.random.default_rng([int(seed), zlib.crc32(name.encode())]))
 
 
 def flatten_observations(space: Space, observations: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from rlgear import config as config_mod
 from rlgear import registry
 from rlgear.config import RunConfig, TrainingConfig
 from rlgear.errors import CheckpointError, UnsupportedError
-from rlgear.evaluator import Evaluator, WorkerSet, env_seed
+from rlgear.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
 from rlgear.hooks import make_plugin_manager
 from rlgear.metrics import MetricsWindow
 from rlgear.policy import PolicyState
@@ -406,12 +406,34 @@ class Trainer:
             lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch))
         )
 
+    def reseed(self, seed: int) -> None:
+        """New random streams derived from ``seed`` for everything this trainer draws from.
+
+        The framework's global RNG, every policy's generators (the learner's and
+        each remote worker's) and the envs, which restart with seeds from ``seed``.
+        PBT calls it after an exploit, so a trial that took a donor's weights,
+        optimizer and config does not also replay the donor's randomness.
+        """
+        self.backend.reseed(seed)
+        self.policy.reseed(seed)
+        epoch = self.restore_epoch
+        self.workers.foreach_worker_with_id(
+            lambda index, evaluator: _reseed_evaluator(evaluator, seed, index, epoch)
+        )
+
     def stop(self) -> None:
         """Release envs, processes and files."""
         self.workers.stop()
         if self._evaluation_worker is not None:
             self._evaluation_worker.stop()
             self._evaluation_worker = None
+
+
+def _reseed_evaluator(evaluator: Evaluator, seed: int, index: int, epoch: int) -> None:
+    """A worker's share of :meth:`Trainer.reseed` (runs where the worker lives)."""
+    if index > 0:  # the local evaluator's policy is the learner's, reseeded already
+        evaluator.policy.reseed(worker_seed(seed, index))
+    evaluator.reset(env_seed(seed, index, epoch))
 
 
 def read_progress(run_dir: str | os.PathLike) -> list[dict[str, Any]]:

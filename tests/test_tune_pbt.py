@@ -273,3 +273,53 @@ def test_a_released_snapshot_changes_nothing_and_a_failed_restore_is_a_trial_fai
         assert executor.trainer(trials[1]).config.training.lr == lr_before
     finally:
         executor.shutdown()
+
+
+def test_two_trials_that_exploit_the_same_donor_go_separate_ways(tmp_path):
+    """Same donor, same explored value, same seed in the YAML: the weights are the donor's, the
+    randomness afterwards is each trial's own (it used to be the donor's: bit-identical runs)."""
+    from rlgear.tune.runner import exploit_seed
+
+    base = small_config(tmp_path)  # seed 0 for every trial, as a YAML with `seed: 0` gives
+    trials = [
+        Trial(config=copy.deepcopy(base), trial_id=f"t{i}", logdir=str(tmp_path / f"t{i}")) for i in range(3)
+    ]
+    executor = LocalExecutor()
+    runner = TrialRunner(
+        tmp_path, TuneConfig(scheduler="fifo"), registry.load_scheduler("fifo")(), executor, trials
+    )
+    try:
+        for trial in trials:
+            executor.start_trial(trial, runner.run_config(trial))
+        donor = executor.trainer(trials[0])
+        for _ in range(2):
+            donor.train()
+        handle = runner.save_trial_to_memory(trials[0], 2)
+        takers = [executor.trainer(t) for t in trials[1:]]
+        for trial in trials[1:]:
+            runner.exploit_trial(trial, handle, copy.deepcopy(trials[0].config))
+        assert max_weight_change(takers[0].policy.get_weights(), takers[1].policy.get_weights()) == 0.0
+        for taker in takers:
+            taker.train()
+        assert max_weight_change(takers[0].policy.get_weights(), takers[1].policy.get_weights()) > 0.0
+    finally:
+        executor.shutdown()
+    # The seeds: distinct per trial and per exploit, and the same again for the same inputs.
+    assert exploit_seed(0, "t1", 0) == exploit_seed(0, "t1", 0)
+    assert len({exploit_seed(0, "t1", 0), exploit_seed(0, "t2", 0), exploit_seed(0, "t1", 1)}) == 3
+
+
+def test_reseed_gives_the_same_trainer_the_same_streams_again(tmp_path):
+    """Trainer.reseed is deterministic: two trainers from one snapshot, reseeded alike, learn alike."""
+    trainers = [registry.load_algorithm("ppo")(small_config(tmp_path)) for _ in range(2)]
+    try:
+        trainers[0].train()
+        snapshot = trainers[0].save_to_object()
+        for trainer in trainers:
+            trainer.restore_from_object(snapshot)
+            trainer.reseed(1234)
+            trainer.train()
+        assert max_weight_change(trainers[0].policy.get_weights(), trainers[1].policy.get_weights()) == 0.0
+    finally:
+        for trainer in trainers:
+            trainer.stop()

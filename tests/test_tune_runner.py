@@ -300,5 +300,5 @@ def test_resume_needs_only_the_experiment_folder_not_the_original_logging_dir(tm
     assert again.experiment_dir == first.experiment_dir
     assert [t.logdir for t in again.trials] == [t.logdir for t in first.trials]
     assert not (tmp_path / "runs").exists()  # nothing written where the config's default points
-    with pytest.raises(ConfigError, match="training.lr"):  # what it trains still may not change
+    with pytest.raises(ConfigError, match=r"training\.lr"):  # what it trains still may not change
         run(path, overrides=["training.lr=0.1"], resume=first.experiment_dir, progress="none")

@@ -71,6 +71,10 @@ class TrialExecutor(ABC):
         """Give the live trainer new hyperparameters in place; False if it needs rebuilding."""
 
     @abstractmethod
+    def reseed(self, trial: Trial, seed: int) -> None:
+        """New random streams for the trial's live trainer (``Trainer.reseed``), after an exploit."""
+
+    @abstractmethod
     def stop_trial(self, trial: Trial) -> None:
         """Release the trial's trainer (never raises: a dead trainer is already stopped)."""
 
@@ -142,6 +146,9 @@ class LocalExecutor(TrialExecutor):
 
     def reset_config(self, trial: Trial, config: RunConfig) -> bool:
         return bool(self.trainers[trial.trial_id].reset_config(config))
+
+    def reseed(self, trial: Trial, seed: int) -> None:
+        self.trainers[trial.trial_id].reseed(seed)
 
     def is_live(self, trial: Trial) -> bool:
         return trial.trial_id in self.trainers

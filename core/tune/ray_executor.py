@@ -58,6 +58,9 @@ class _TrialActor:
 
         return bool(self.trainer.reset_config(config_mod.resolve(config)))
 
+    def reseed(self, seed: int) -> None:
+        self.trainer.reseed(seed)
+
     def stop(self) -> None:
         self.trainer.stop()
 
@@ -128,6 +131,9 @@ class RayExecutor(TrialExecutor):
 
     def reset_config(self, trial: Trial, config: RunConfig) -> bool:
         return bool(self._call(trial, "reset_config", config.to_dict()))
+
+    def reseed(self, trial: Trial, seed: int) -> None:
+        self._call(trial, "reseed", seed)
 
     def is_live(self, trial: Trial) -> bool:
         return trial.trial_id in self.actors

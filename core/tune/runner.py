@@ -18,9 +18,12 @@ import copy
 import os
 import shutil
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
@@ -121,6 +124,9 @@ class TrialRunner:
                 trial.num_recreations += 1
                 self.recreations += 1
             self.executor.restore_from_object(trial, snapshot)
+            # Weights, optimizer and config come from the donor; randomness must not, or two
+            # trials that took the same donor (and explored value) would run identically.
+            self.executor.reseed(trial, exploit_seed(new_config.get("seed"), trial.trial_id, self.exploits))
         except Exception as err:  # the trial's trainer is half-changed: a trial failure (retried)
             raise ExploitFailed(trial.trial_id) from err
         trial.config = new_config
@@ -402,6 +408,17 @@ def describe_event(event: dict[str, Any]) -> str:
         )
     details = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "time"))
     return f"{kind}: {details}"
+
+
+def exploit_seed(seed: int | None, trial_id: str, exploit_count: int) -> int:
+    """The seed a trial's random streams restart from after an exploit.
+
+    Derived from the trial's own seed, its id (trials may share a seed) and the
+    experiment's exploit count, so it differs between trials and exploits and a
+    resumed experiment draws the same ones again.
+    """
+    entropy = [int(seed or 0), zlib.crc32(trial_id.encode()), int(exploit_count)]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
 
 
 def _count_lines(path: Path) -> int:

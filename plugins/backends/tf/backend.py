@@ -51,6 +51,10 @@ class TFBackend(Backend):
             tf.random.set_seed(seed)
             tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
 
+    def reseed(self, seed: int) -> None:
+        tf.random.set_seed(int(seed))
+        tf.random.set_global_generator(tf.random.Generator.from_seed(int(seed)))
+
     def get_rng_state(self) -> dict[str, np.ndarray]:
         # rlgear's own TF randomness lives in the policies' generators (saved with the
         # policy); this is the global generator user code may draw from.

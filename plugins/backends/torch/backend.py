@@ -20,6 +20,9 @@ class TorchBackend(Backend):
         if seed is not None:
             torch.manual_seed(seed)
 
+    def reseed(self, seed: int) -> None:
+        torch.manual_seed(int(seed))
+
     def get_rng_state(self) -> dict[str, np.ndarray]:
         return {"torch": torch.get_rng_state().numpy().copy()}
 
