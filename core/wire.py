@@ -29,6 +29,7 @@ import numpy as np
 from rlgear.errors import RLGearError
 
 PROTOCOL_VERSION = 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 _U32 = struct.Struct(">I")
@@ -99,6 +100,33 @@ def _reject_constant(name: str) -> float:
     raise WireError(ErrorCode.NON_FINITE, f"JSON constant {name} is not allowed (numbers must be finite)")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: ``{"type":"bye","type":"hello"}`` must not be a hello."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise WireError(ErrorCode.BAD_FRAME, f"header repeats the key '{key[:64]}'")
+        out[key] = value
+    return out
+
+
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (JSON null), at any depth.
+
+    Why: the encoder sends strict JSON; a statistic that became infinite (a
+    return summed past float64) must reach the client as null, not stop the server.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(v) for v in value]
+    if isinstance(value, np.floating):
+        return finite_or_null(float(value))
+    return value
+
+
 def encode(
     msg_type: str, fields: dict[str, Any] | None = None, arrays: dict[str, np.ndarray] | None = None
 ) -> bytes:
@@ -118,7 +146,7 @@ def encode(
             specs.append({"name": name, "dtype": dtype_name, "shape": list(arr.shape)})
             chunks.append(arr.tobytes())
         header["arrays"] = specs
-    head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    head = json.dumps(finite_or_null(header), separators=(",", ":"), allow_nan=False).encode()
     payload = b"".join(chunks)
     return _PREFIX.pack(4 + len(head) + len(payload), len(head)) + head + payload
 
@@ -174,7 +202,11 @@ def decode_body(body: bytes | bytearray | memoryview) -> Message:
     if head_len > len(view) - 4:
         raise WireError(ErrorCode.BAD_FRAME, f"header length {head_len} exceeds the frame")
     try:
-        header = json.loads(bytes(view[4 : 4 + head_len]).decode("utf-8"), parse_constant=_reject_constant)
+        header = json.loads(
+            bytes(view[4 : 4 + head_len]).decode("utf-8"),
+            parse_constant=_reject_constant,
+            object_pairs_hook=_unique_keys,
+        )
     except WireError:
         raise
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
@@ -258,6 +290,8 @@ def check_finite_number(header: dict[str, Any], key: str) -> float:
         value = math.inf
     if not math.isfinite(value):
         raise WireError(ErrorCode.NON_FINITE, f"'{key}' must be finite, got {value}")
+    if abs(value) > FLOAT32_MAX:  # finite here, infinite once stored as float32 for training
+        raise WireError(ErrorCode.NON_FINITE, f"'{key}' {value:g} is beyond float32 (max {FLOAT32_MAX:.4g})")
     return value
 
 

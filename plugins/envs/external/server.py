@@ -17,6 +17,7 @@ import collections
 import contextlib
 import errno
 import hmac
+import logging
 import selectors
 import socket
 import sys
@@ -27,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from rlgear.errors import ConfigError
-from rlgear.spaces import Discrete
+from rlgear.spaces import Box, Discrete
 from rlgear.wire import (
+    FLOAT32_MAX,
     PROTOCOL_VERSION,
     ErrorCode,
     FrameDecoder,
@@ -44,6 +46,39 @@ from .settings import ServerSettings, rss_mb
 
 _MAX_OUTBOX = 8 << 20  # a client that stops reading is dropped once this much waits for it
 _CLOSING_LINGER_S = 1.0  # keep reading a failed client this long so it gets its error frame
+_LOG_WINDOW_S = 10.0  # at most _LOG_LINES_PER_WINDOW lines per reason in this window, then a summary
+_LOG_LINES_PER_WINDOW = 5
+
+log = logging.getLogger("rlgear.external")
+
+
+class RateLimitedLog:
+    """One warning per refused or dropped client, at most N per reason every window.
+
+    Why: an operator needs to see who was refused and why (a wrong token, a
+    flood), but a flood must not flood the log too: past the limit the lines of
+    a reason are counted and reported once when its window ends.
+    """
+
+    def __init__(self, window_s: float = _LOG_WINDOW_S, lines: int = _LOG_LINES_PER_WINDOW):
+        self.window_s, self.lines = window_s, lines
+        self._windows: dict[str, tuple[float, int, int]] = {}  # reason -> (start, logged, suppressed)
+
+    def warning(self, reason: str, text: str) -> None:
+        now = time.monotonic()
+        start, logged, suppressed = self._windows.get(reason, (now, 0, 0))
+        if now - start >= self.window_s:
+            if suppressed:
+                log.warning(
+                    "external env: %d more %s line(s) suppressed in %.0f s", suppressed, reason, now - start
+                )
+            start, logged, suppressed = now, 0, 0
+        if logged < self.lines:
+            log.warning("external env: %s", text)
+            logged += 1
+        else:
+            suppressed += 1
+        self._windows[reason] = (start, logged, suppressed)
 
 
 @dataclass
@@ -73,6 +108,7 @@ class Connection:
     outbox: bytearray = field(default_factory=bytearray)
     tokens: float = 0.0  # rate-limit bucket
     last_refill: float = 0.0
+    last_activity: float = 0.0  # last frame received from or sent to this client
     closing_until: float = 0.0
     episodes: int = 0
     steps: int = 0
@@ -99,6 +135,13 @@ class PolicyServer:
         self.reserved = [False] * num_slots
         self.conns: dict[int, Connection] = {}
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        self.refusals = RateLimitedLog()
+        low, high = (
+            (np.asarray(self.obs_space.low), np.asarray(self.obs_space.high))
+            if isinstance(self.obs_space, Box)
+            else (None, None)
+        )
+        self._bounds = (low, high) if settings.check_bounds and low is not None else None
         self.episodes_total = 0
         self.dropped_total = 0
         self.selector = selectors.DefaultSelector()
@@ -160,13 +203,33 @@ class PolicyServer:
                 now,
                 tokens=self.settings.max_messages_per_s,
                 last_refill=now,
+                last_activity=now,
             )
             self.conns[sock.fileno()] = conn
             self.selector.register(sock, selectors.EVENT_READ, conn)
-            if len(self.conns) > self.settings.max_connections:
-                self.fail(
-                    conn, ErrorCode.SERVER_FULL, f"connection limit {self.settings.max_connections} reached"
-                )
+            self._admit(conn)
+
+    def _admit(self, conn: Connection) -> None:
+        """Keep unauthenticated sockets to their own budget, so they can't lock real clients out.
+
+        Sockets that have not said a good hello yet get ``max_pending_handshakes``
+        places; a new one takes the place of the oldest, which is refused. A
+        real client's hello takes a round trip, so a flood would have to outrun
+        it; silent sockets merely rotate. ``max_connections`` caps all sockets.
+        """
+        pending = [c for c in self.conns.values() if c.state == "handshake"]
+        if len(pending) > self.settings.max_pending_handshakes:
+            oldest = min(pending, key=lambda c: c.opened)
+            self.fail(
+                oldest,
+                ErrorCode.SERVER_FULL,
+                f"more than {self.settings.max_pending_handshakes} connections waiting for their hello; "
+                "the oldest is refused",
+            )
+        if conn.state == "handshake" and len(self.conns) > self.settings.max_connections:
+            self.fail(
+                conn, ErrorCode.SERVER_FULL, f"connection limit {self.settings.max_connections} reached"
+            )
 
     def _read(self, conn: Connection) -> None:
         try:
@@ -178,6 +241,7 @@ class PolicyServer:
         if not data:
             self.close(conn)
             return
+        conn.last_activity = time.monotonic()
         if conn.state == "closing":
             return  # draining: the client gets its error frame, not a reset
         try:
@@ -200,11 +264,22 @@ class PolicyServer:
         conn.tokens -= 1.0
 
     def _expire(self, now: float) -> None:
+        idle_timeout = self.settings.idle_timeout_s
         for conn in list(self.conns.values()):
             if conn.state == "handshake" and now - conn.opened > self.settings.handshake_timeout_s:
                 self.fail(conn, ErrorCode.TIMEOUT, f"no hello within {self.settings.handshake_timeout_s:g} s")
             elif conn.state == "closing" and now > conn.closing_until:
                 self.close(conn)
+            elif (
+                conn.state == "ready"
+                and not (conn.in_episode or conn.in_reply or conn.request is not None)
+                and now - conn.last_activity > idle_timeout
+            ):
+                self.fail(
+                    conn,
+                    ErrorCode.TIMEOUT,
+                    f"idle for {idle_timeout:g} s between episodes (env.kwargs.idle_timeout_s); slot freed",
+                )
 
     # --- messages -------------------------------------------------------------
     def _handle(self, conn: Connection, msg: Message) -> None:
@@ -238,17 +313,17 @@ class PolicyServer:
 
     def _hello(self, conn: Connection, msg: Message) -> None:
         version = msg.header.get("protocol")
-        if version != PROTOCOL_VERSION or isinstance(version, bool):
+        if type(version) is not int or version != PROTOCOL_VERSION:  # not 1.0, not true
             raise WireError(
                 ErrorCode.UNSUPPORTED_PROTOCOL,
-                f"server speaks protocol {PROTOCOL_VERSION}, client asked {version!r}",
+                f"server speaks protocol {PROTOCOL_VERSION} (the integer), client asked {version!r}",
             )
         token = msg.header.get("token")
+        if token is not None and not isinstance(token, str):
+            raise WireError(ErrorCode.BAD_MESSAGE, f"'token' must be a string, got {type(token).__name__}")
         expected = self.settings.token
-        if expected is not None and not (
-            isinstance(token, str) and hmac.compare_digest(token.encode(), expected.encode())
-        ):
-            raise WireError(ErrorCode.AUTH_FAILED, "missing or wrong token")
+        if expected is not None and not (token is not None and _same_secret(token, expected)):
+            raise WireError(ErrorCode.AUTH_FAILED, "missing token" if token is None else "wrong token")
         limit = self.settings.max_memory_mb
         if limit is not None:
             rss = rss_mb()
@@ -274,18 +349,35 @@ class PolicyServer:
                 f"observation must be {self.obs_dtype} of shape {list(self.obs_shape)}, "
                 f"got {obs.dtype} of shape {list(obs.shape)}",
             )
-        if self.obs_float and not np.isfinite(obs).all():
-            raise WireError(ErrorCode.NON_FINITE, "observation holds NaN or infinity")
+        if self.obs_float:
+            if not np.isfinite(obs).all():
+                raise WireError(ErrorCode.NON_FINITE, "observation holds NaN or infinity")
+            if obs.dtype.itemsize > 4 and (np.abs(obs) > FLOAT32_MAX).any():
+                raise WireError(
+                    ErrorCode.NON_FINITE, "observation has values beyond float32 (learning uses float32)"
+                )
+        if self._bounds is not None:
+            low, high = self._bounds
+            outside = (obs < low) | (obs > high)
+            if outside.any():
+                index = tuple(int(i) for i in np.argwhere(outside)[0])
+                raise WireError(
+                    ErrorCode.BAD_ARRAY,
+                    f"observation{list(index)} = {float(obs[index]):g} is outside the observation space "
+                    f"[{float(low[index]):g}, {float(high[index]):g}] (env.kwargs.check_bounds)",
+                )
         if isinstance(self.obs_space, Discrete) and not 0 <= int(obs) < self.obs_space.n:
             raise WireError(ErrorCode.BAD_ARRAY, f"observation must be in 0..{self.obs_space.n - 1}")
         if kind == "start":
             return Request("start", obs)
+        reward = check_finite_number(msg.header, "reward")
+        limit = self.settings.max_abs_reward
+        if limit is not None and abs(reward) > limit:
+            raise WireError(
+                ErrorCode.BAD_MESSAGE, f"reward {reward:g} is beyond env.kwargs.max_abs_reward ({limit:g})"
+            )
         return Request(
-            "step",
-            obs,
-            check_finite_number(msg.header, "reward"),
-            check_bool(msg.header, "terminated"),
-            check_bool(msg.header, "truncated"),
+            "step", obs, reward, check_bool(msg.header, "terminated"), check_bool(msg.header, "truncated")
         )
 
     def metrics(self, conn: Connection) -> dict[str, Any]:
@@ -304,6 +396,7 @@ class PolicyServer:
     # --- sending and closing ----------------------------------------------------
     def send(self, conn: Connection, frame: bytes) -> None:
         """Queue ``frame`` and write what the socket takes now (never blocks)."""
+        conn.last_activity = time.monotonic()
         if conn.outbox:
             conn.outbox += frame
         else:
@@ -319,6 +412,9 @@ class PolicyServer:
             conn.outbox += frame[sent:]
             self._want_write(conn, True)
         if len(conn.outbox) > _MAX_OUTBOX:
+            self.refusals.warning(
+                "NOT_READING", f"client {conn.peer} dropped: {len(conn.outbox)} bytes of replies unread"
+            )
             self.close(conn)
 
     def _flush(self, conn: Connection) -> None:
@@ -351,6 +447,9 @@ class PolicyServer:
         if conn.state == "closing":
             return
         self.dropped_total += conn.state == "ready"
+        self.refusals.warning(
+            code.name, f"client {conn.peer} {_stage(conn)}: {code.name} ({int(code)}): {message}"
+        )
         self._release(conn)
         conn.state = "closing"
         conn.closing_until = time.monotonic() + _CLOSING_LINGER_S
@@ -372,6 +471,11 @@ class PolicyServer:
             return
         if conn.state == "ready":
             self.dropped_total += conn.in_episode
+            if conn.in_episode:
+                self.refusals.warning(
+                    "DISCONNECTED",
+                    f"client {conn.peer} (slot {conn.slot}) disconnected mid-episode; episode dropped",
+                )
         self._release(conn)
         conn.state = "closed"
         self.conns.pop(conn.sock.fileno(), None)
@@ -394,3 +498,16 @@ class PolicyServer:
         print(
             f"rlgear external env: listening on {host}:{port} ({self.num_slots} env slots)", file=sys.stderr
         )
+
+
+def _same_secret(given: str, expected: str) -> bool:
+    """Constant-time comparison that never raises: any string, lone surrogates included, is just wrong."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
+def _stage(conn: Connection) -> str:
+    if conn.state == "handshake":
+        return "refused"
+    return f"dropped (slot {conn.slot})" if conn.slot is not None else "dropped"

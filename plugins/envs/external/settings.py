@@ -26,13 +26,17 @@ class ServerSettings:
     token_env: str | None = None  # or: the name of an environment variable holding the token
     address_file: str | None = None  # write "host:port" here once listening
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_connections: int | None = None  # open sockets incl. handshakes; default: slots + 8
+    max_connections: int | None = None  # open sockets of every kind; default: slots + pending + 8
+    max_pending_handshakes: int = 8  # sockets before a good hello; a new one evicts the oldest
     max_messages_per_s: float = 20_000.0  # per client (token bucket, burst of one second)
     max_memory_mb: float | None = None  # refuse new clients above this RSS; default 80% of RAM
     min_clients: int = 1  # the first step waits until this many clients are connected
     client_timeout_s: float = 30.0  # drop a mid-episode client silent for this long (others wait)
     handshake_timeout_s: float = 5.0
+    idle_timeout_s: float = 60.0  # drop a handshaken client that sends nothing between episodes this long
     start_grace_s: float = 0.002  # how long a step waits for a client between episodes
+    check_bounds: bool = True  # refuse Box observations outside the observation space's low/high
+    max_abs_reward: float | None = None  # refuse rewards beyond this magnitude (None: any finite float32)
 
 
 _SPACE_KEYS = ("observation_space", "action_space")
@@ -78,8 +82,9 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
         raise ConfigError(f"env.kwargs.port: expected 0..65535, got {s.port}")
     for key in ("token", "token_env", "address_file"):
         value = kwargs.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ConfigError(f"env.kwargs.{key}: expected a non-empty string, got {value!r}")
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            shown = "a blank string" if isinstance(value, str) else repr(value)
+            raise ConfigError(f"env.kwargs.{key}: expected a non-blank string, got {shown}")
         setattr(s, key, value)
     if s.token_env is not None:
         if s.token is not None:
@@ -87,6 +92,11 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
         s.token = os.environ.get(s.token_env)
         if not s.token:
             raise ConfigError(f"env.kwargs.token_env: environment variable {s.token_env} is not set")
+        if not s.token.strip():
+            raise ConfigError(
+                f"env.kwargs.token_env: environment variable {s.token_env} holds only whitespace; "
+                "a token must be hard to guess"
+            )
     if not is_loopback(s.host) and not s.token:
         raise ConfigError(
             f"env.kwargs.host: binding {s.host} (not loopback) needs a token: set env.kwargs.token "
@@ -95,8 +105,17 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
     s.max_message_bytes = _number(
         "max_message_bytes", kwargs.get("max_message_bytes", s.max_message_bytes), integer=True, minimum=256
     )
+    s.max_pending_handshakes = _number(
+        "max_pending_handshakes",
+        kwargs.get("max_pending_handshakes", s.max_pending_handshakes),
+        integer=True,
+        minimum=1,
+    )
     s.max_connections = _number(
-        "max_connections", kwargs.get("max_connections", num_slots + 8), integer=True, minimum=1
+        "max_connections",
+        kwargs.get("max_connections", num_slots + s.max_pending_handshakes + 8),
+        integer=True,
+        minimum=1,
     )
     s.max_messages_per_s = float(
         _number(
@@ -119,8 +138,16 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
             f"env.kwargs.min_clients: {s.min_clients} is more than the env slots "
             f"(workers.num_envs_per_worker = {num_slots})"
         )
-    for key in ("client_timeout_s", "handshake_timeout_s", "start_grace_s"):
+    for key in ("client_timeout_s", "handshake_timeout_s", "idle_timeout_s", "start_grace_s"):
         setattr(s, key, float(_number(key, kwargs.get(key, getattr(s, key)), integer=False, minimum=0)))
+    check_bounds = kwargs.get("check_bounds", s.check_bounds)
+    if not isinstance(check_bounds, bool):
+        raise ConfigError(f"env.kwargs.check_bounds: expected true or false, got {check_bounds!r}")
+    s.check_bounds = check_bounds
+    max_abs_reward = _number(
+        "max_abs_reward", kwargs.get("max_abs_reward"), integer=False, minimum=0, allow_none=True
+    )
+    s.max_abs_reward = None if max_abs_reward is None else float(max_abs_reward)
     return s
 
 

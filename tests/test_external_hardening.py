@@ -1,0 +1,234 @@
+"""Hostile or careless clients of the external env (issue 17): each reproduction is a test here.
+
+Every case drives a live server through raw sockets (or the client), then checks
+the offending client got its error frame and the server still serves others.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from rlgear.client import Client
+from rlgear.errors import ConfigError
+from rlgear.plugins.envs.external.server import RateLimitedLog
+from rlgear.wire import ErrorCode, FrameDecoder, encode
+from tests.test_external_server import Stepper, error_code, make_env, play_episode, raw, read_until_eof
+
+BOUNDED_OBS = {"type": "Box", "shape": [3], "dtype": "float32", "low": [-4.8, -1, -1], "high": [4.8, 1, 1]}
+
+
+@pytest.fixture
+def serve():
+    """``serve(**settings)``: a live server stepped in a thread; stopped after the test."""
+    steppers = []
+
+    def start(**settings):
+        stepper = Stepper(make_env(**settings))
+        steppers.append(stepper)
+        return stepper
+
+    yield start
+    for stepper in steppers:
+        stepper.stop()
+
+
+def frame_from_json(header_text: str) -> bytes:
+    """A frame whose header is exactly ``header_text`` (to send what ``encode`` never would)."""
+    head = header_text.encode("utf-8", "surrogatepass")
+    return struct.pack(">II", 4 + len(head), len(head)) + head
+
+
+def send_and_read(address: str, *frames: bytes) -> list:
+    sock = raw(address)
+    for frame in frames:
+        sock.sendall(frame)
+    return read_until_eof(sock)
+
+
+def started_episode(address: str) -> tuple[socket.socket, FrameDecoder]:
+    """A raw client that said hello and started an episode (its action read)."""
+    sock = raw(address)
+    decoder = FrameDecoder()
+    sock.sendall(encode("hello", {"protocol": 1}))
+    sock.sendall(encode("start", arrays={"observation": np.zeros(3, np.float32)}))
+    replies: list = []
+    while len(replies) < 2:
+        replies += decoder.feed(sock.recv(65536))
+    assert [m.type for m in replies] == ["welcome", "action"], [m.header for m in replies]
+    return sock, decoder
+
+
+def step_frame(reward: float, observation=None) -> bytes:
+    obs = np.zeros(3, np.float32) if observation is None else np.asarray(observation, np.float32)
+    return encode("step", {"reward": reward, "terminated": False, "truncated": False}, {"observation": obs})
+
+
+def still_serves(address: str, token: str | None = None) -> None:
+    client = Client(address, token=token)
+    play_episode(client, steps=2)
+    client.disconnect()
+
+
+# --- authentication ----------------------------------------------------------------------
+def test_a_lone_surrogate_token_is_a_wrong_token_not_a_crash(serve):
+    server = serve(token="secret")
+    messages = send_and_read(
+        server.address, frame_from_json('{"type":"hello","protocol":1,"token":"\\ud800"}')
+    )
+    assert error_code(messages) == ErrorCode.AUTH_FAILED
+    still_serves(server.address, token="secret")
+
+
+@pytest.mark.parametrize(
+    ("hello_header", "code"),
+    [
+        ('{"type":"hello","protocol":1.0}', ErrorCode.UNSUPPORTED_PROTOCOL),
+        ('{"type":"hello","protocol":true}', ErrorCode.UNSUPPORTED_PROTOCOL),
+        ('{"type":"hello","protocol":1,"token":123}', ErrorCode.BAD_MESSAGE),
+        ('{"type":"hello","protocol":1}', ErrorCode.AUTH_FAILED),  # the server has a token
+        ('{"type":"bye","type":"hello","protocol":1,"token":"secret"}', ErrorCode.BAD_FRAME),  # duplicate key
+    ],
+)
+def test_hello_is_strict(serve, hello_header, code):
+    server = serve(token="secret")
+    assert error_code(send_and_read(server.address, frame_from_json(hello_header))) == code
+    still_serves(server.address, token="secret")
+
+
+@pytest.mark.parametrize("token", ["", "   ", "\t\n"])
+def test_blank_tokens_are_refused_at_config_time(token, monkeypatch):
+    with pytest.raises(ConfigError, match=r"env\.kwargs\.token: expected a non-blank string"):
+        make_env(token=token, host="0.0.0.0")
+    monkeypatch.setenv("RLGEAR_TEST_TOKEN", "  ")
+    with pytest.raises(
+        ConfigError, match=r"env\.kwargs\.token_env: .*RLGEAR_TEST_TOKEN holds only whitespace"
+    ):
+        make_env(token_env="RLGEAR_TEST_TOKEN", host="0.0.0.0")
+
+
+# --- numbers that would poison training ---------------------------------------------------
+@pytest.mark.parametrize("reward", [1.7e308, 1e39, -1e39])
+def test_rewards_beyond_float32_are_refused_and_never_reach_training(serve, reward):
+    server = serve(num_envs=1)
+    sock, _ = started_episode(server.address)
+    sock.sendall(step_frame(reward))
+    assert error_code(read_until_eof(sock)) == ErrorCode.NON_FINITE
+    still_serves(server.address)
+    rewards = np.concatenate([ts.reward for ts in list(server.timesteps)])
+    assert np.isfinite(rewards).all() and np.abs(rewards).max() <= 1.0
+
+
+def test_max_abs_reward_bounds_what_one_client_contributes(serve):
+    bounded = serve(num_envs=1, max_abs_reward=1000.0)
+    sock, _ = started_episode(bounded.address)
+    sock.sendall(step_frame(1e20))
+    messages = read_until_eof(sock)
+    assert error_code(messages) == ErrorCode.BAD_MESSAGE
+    assert "max_abs_reward" in messages[-1].header["message"]
+    still_serves(bounded.address)
+    unbounded = serve(num_envs=1)  # off by default: 1e20 is a finite float32
+    sock, decoder = started_episode(unbounded.address)
+    sock.sendall(step_frame(1e20))
+    replies: list = []
+    while not replies:
+        replies = decoder.feed(sock.recv(65536))
+    assert replies[0].type == "action"
+    sock.close()
+
+
+def test_metrics_with_an_infinite_statistic_answer_null_instead_of_killing_the_server(serve):
+    server = serve(num_envs=1)
+    server.env.server.recent_returns.append(float("inf"))  # what two 1.7e308 rewards used to make
+    client = Client(server.address)
+    assert client.metrics()["server"]["episode_return_mean"] is None
+    play_episode(client, steps=2)
+    client.disconnect()
+
+
+def test_observations_outside_the_box_are_refused_unless_check_bounds_is_off(serve):
+    checked = serve(num_envs=1, observation_space=BOUNDED_OBS)
+    sock, _ = started_episode(checked.address)
+    sock.sendall(step_frame(1.0, [100.0, 0.0, 0.0]))
+    messages = read_until_eof(sock)
+    assert error_code(messages) == ErrorCode.BAD_ARRAY
+    assert (
+        "observation[0] = 100 is outside the observation space [-4.8, 4.8]" in messages[-1].header["message"]
+    )
+    unchecked = serve(num_envs=1, observation_space=BOUNDED_OBS, check_bounds=False)
+    sock, decoder = started_episode(unchecked.address)
+    sock.sendall(step_frame(1.0, [100.0, 0.0, 0.0]))
+    replies: list = []
+    while not replies:
+        replies = decoder.feed(sock.recv(65536))
+    assert replies[0].type == "action"
+    sock.close()
+
+
+# --- slots held without end ----------------------------------------------------------------
+def test_an_idle_client_is_timed_out_and_its_slot_freed(serve):
+    server = serve(num_envs=1, idle_timeout_s=0.5)
+    idle = raw(server.address)
+    idle.sendall(encode("hello", {"protocol": 1}))  # handshakes, then never starts an episode
+    started = time.monotonic()
+    messages = read_until_eof(idle)
+    assert [m.type for m in messages] == ["welcome", "error"]
+    assert (
+        messages[-1].header["code"] == ErrorCode.TIMEOUT
+        and "idle_timeout_s" in messages[-1].header["message"]
+    )
+    assert 0.4 < time.monotonic() - started < 4.0
+    still_serves(server.address)  # the only slot is free again
+
+
+def test_silent_unauthenticated_sockets_cannot_lock_out_a_real_client(serve):
+    server = serve(num_envs=2, token="secret", max_pending_handshakes=4, handshake_timeout_s=5.0)
+    silent = [raw(server.address) for _ in range(16)]
+    time.sleep(0.3)
+    still_serves(server.address, token="secret")  # within the 5 s the silent ones may wait
+    refused = [error_code(read_until_eof(sock, timeout=0.5)) for sock in silent[:8]]
+    assert refused.count(ErrorCode.SERVER_FULL) >= 8 - 4
+    for sock in silent[8:]:
+        sock.close()
+
+
+# --- the operator sees who was refused -------------------------------------------------------
+def test_refused_and_dropped_clients_are_logged_with_address_reason_and_code(serve, caplog):
+    server = serve(num_envs=1, token="secret")
+    with caplog.at_level(logging.WARNING, logger="rlgear.external"):
+        sock = raw(server.address)
+        port = sock.getsockname()[1]
+        sock.sendall(encode("hello", {"protocol": 1, "token": "wrong"}))
+        read_until_eof(sock)
+        client = Client(server.address, token="secret")
+        client.init(np.zeros(3, np.float32))
+        client.sock.close()  # gone mid-episode, without bye
+        deadline = time.monotonic() + 3
+        while len(caplog.records) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(
+        f"127.0.0.1:{port}" in line and "AUTH_FAILED (4)" in line and "wrong token" in line for line in lines
+    )
+    assert any("disconnected mid-episode" in line for line in lines), lines
+
+
+def test_the_refusal_log_is_rate_limited_per_reason(caplog):
+    limited = RateLimitedLog(window_s=0.2, lines=3)
+    with caplog.at_level(logging.WARNING, logger="rlgear.external"):
+        for i in range(10):
+            limited.warning("AUTH_FAILED", f"client {i} refused")
+        limited.warning("TIMEOUT", "client x timed out")  # another reason has its own budget
+        time.sleep(0.25)
+        limited.warning("AUTH_FAILED", "client 10 refused")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[:4] == [f"external env: client {i} refused" for i in range(3)] + [
+        "external env: client x timed out"
+    ]
+    assert "external env: 7 more AUTH_FAILED line(s) suppressed" in lines[4]
+    assert lines[5] == "external env: client 10 refused"
