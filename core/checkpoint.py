@@ -55,6 +55,8 @@ def write(
     """Write a checkpoint folder at ``path`` atomically (temp folder + rename)."""
     from safetensors.numpy import save_file
 
+    from rlgear.config import dump_yaml
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
@@ -65,7 +67,7 @@ def write(
         contiguous = {k: np.asarray(v, order="C") for k, v in arrays.items()}  # keeps 0-d arrays 0-d
         save_file(contiguous, str(tmp / ARRAYS_FILE))
         _write_json(tmp / STATE_FILE, state)
-        (tmp / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
+        (tmp / CONFIG_FILE).write_text(dump_yaml(config))  # secrets redacted
         _write_json(tmp / METADATA_FILE, {"format_version": FORMAT_VERSION, **metadata})
         _fsync_dir_files(tmp)
         if path.exists():

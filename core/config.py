@@ -537,4 +537,59 @@ def from_any(config: RunConfig | Mapping[str, Any] | str | os.PathLike) -> RunCo
 
 
 def dump_yaml(data: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=None)
+    """YAML of a config, with its secrets redacted (every config file rlgear writes goes through here)."""
+    return yaml.safe_dump(redact_secrets(dict(data)), sort_keys=False, default_flow_style=None)
+
+
+#: What a secret's value becomes in every file rlgear writes (run, checkpoint and experiment configs).
+REDACTED = "<redacted>"
+_SECRET_NAMES = {
+    "token", "password", "passwd", "secret", "api_key", "apikey", "access_key", "secret_key",
+    "private_key", "credentials", "auth_token",
+}  # fmt: skip
+_SECRET_SUFFIXES = ("_token", "_secret", "_password", "_api_key", "_apikey", "_credentials")
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a config key holds a secret, by its name (``token``, ``*_password``, ``api_key`` ...).
+
+    Names of environment variables that hold a secret (``token_env``) are not secrets.
+    """
+    key = str(name).lower()
+    return key in _SECRET_NAMES or key.endswith(_SECRET_SUFFIXES)
+
+
+def redact_secrets(data: Any) -> Any:
+    """A copy of ``data`` with the value of every secret key, at any depth, replaced by :data:`REDACTED`.
+
+    Why: run folders and checkpoints get copied, shared and uploaded; a token in
+    a config file there would leak with them. A run that needs the secret again
+    (``--resume``) takes it from the config it is given, or from ``token_env``.
+    """
+    if isinstance(data, Mapping):
+        return {
+            k: (REDACTED if is_secret_key(k) and v is not None else redact_secrets(v))
+            for k, v in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [redact_secrets(v) for v in data]
+    return data
+
+
+def restore_secrets(saved: Any, given: Any) -> Any:
+    """``saved`` with each :data:`REDACTED` value taken back from ``given`` at the same path, if it has one."""
+    if isinstance(saved, Mapping):
+        given_map = given if isinstance(given, Mapping) else {}
+        out = {}
+        for key, value in saved.items():
+            if value == REDACTED and key in given_map and given_map[key] != REDACTED:
+                out[key] = given_map[key]
+            else:
+                out[key] = restore_secrets(value, given_map.get(key))
+        return out
+    if isinstance(saved, list):
+        return [
+            restore_secrets(v, given[i] if isinstance(given, list) and i < len(given) else None)
+            for i, v in enumerate(saved)
+        ]
+    return saved

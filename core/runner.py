@@ -71,7 +71,7 @@ def check_resume_config(config: RunConfig, run_dir: Path) -> RunConfig:
     if not saved_file.exists():
         raise CheckpointError(f"--resume {run_dir}: not a run folder (no config.yaml)")
     saved = yaml.safe_load(saved_file.read_text())
-    given = config.to_dict()
+    given = config_mod.redact_secrets(config.to_dict())  # the saved file has its secrets redacted
     if given.get("seed") is None:
         given["seed"] = saved.get("seed")
     for section in given:

@@ -187,9 +187,13 @@ def run(
     if resume is not None:
         experiment_dir = es.find_experiment(resume)
         saved_raw = config_mod.yaml_load((experiment_dir / es.CONFIG_FILE).read_text())
-        check_resume_config(saved_raw, raw, experiment_dir)
+        check_resume_config(saved_raw, config_mod.redact_secrets(raw), experiment_dir)
         state = es.read_state(experiment_dir)
         trials = [es.trial_from_json(t) for t in state["trials"]]
+        for trial in trials:  # secrets were redacted in the state file: take them from the given config
+            trial.config = config_mod.restore_secrets(trial.config, base)
+            if trial.checkpoint_config is not None:
+                trial.checkpoint_config = config_mod.restore_secrets(trial.checkpoint_config, base)
         for trial in trials:
             if trial.status not in (TrialStatus.TERMINATED, TrialStatus.ERROR):
                 trial.status = TrialStatus.PENDING  # restarts from its last checkpoint

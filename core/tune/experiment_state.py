@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import rlgear
+from rlgear.config import redact_secrets
 from rlgear.errors import CheckpointError
 from rlgear.logger import jsonable
 from rlgear.scheduler import Trial, TrialStatus
@@ -30,11 +31,11 @@ def trial_to_json(trial: Trial, extra: dict[str, Any] | None = None) -> dict[str
     return jsonable(
         {
             "trial_id": trial.trial_id,
-            "config": trial.config,
+            "config": redact_secrets(trial.config),
             "status": trial.status.value,
             "last_result": trial.last_result,
             "checkpoint": trial.checkpoint,
-            "checkpoint_config": trial.checkpoint_config,
+            "checkpoint_config": redact_secrets(trial.checkpoint_config),
             "num_failures": trial.num_failures,
             "num_recreations": trial.num_recreations,
             "values": trial.values,

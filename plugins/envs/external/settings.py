@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from rlgear.config import REDACTED
 from rlgear.errors import ConfigError, did_you_mean
 from rlgear.spaces import Space, space_from_json
 from rlgear.wire import DEFAULT_MAX_MESSAGE_BYTES
@@ -86,6 +87,11 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
             shown = "a blank string" if isinstance(value, str) else repr(value)
             raise ConfigError(f"env.kwargs.{key}: expected a non-blank string, got {shown}")
         setattr(s, key, value)
+    if s.token == REDACTED:
+        raise ConfigError(
+            "env.kwargs.token: this config was read back from a run folder or checkpoint, where the token "
+            "is redacted; give it again (--set env.kwargs.token=...) or, better, use env.kwargs.token_env"
+        )
     if s.token_env is not None:
         if s.token is not None:
             raise ConfigError("env.kwargs.token_env: give either token or token_env, not both")
