@@ -57,6 +57,14 @@ def write(
 
     from rlgear.config import dump_yaml
 
+    bad = [k for k, v in arrays.items() if np.asarray(v).dtype.kind == "f" and not np.isfinite(v).all()]
+    if bad:  # checked before anything is written: no half checkpoint, no poisoned one
+        from rlgear.errors import NonFiniteError
+
+        raise NonFiniteError(
+            f"{path}: not written: {len(bad)} array(s) hold NaN or infinity ({', '.join(bad[:5])}); "
+            "a checkpoint never stores non-finite weights, the previous checkpoints are untouched"
+        )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"

@@ -1,7 +1,10 @@
 """The ``rlgear`` command (also ``python -m rlgear``).
 
 Errors that are the user's to fix (:class:`~rlgear.errors.RLGearError`) print
-one line and exit with status 2, without a traceback (``--debug`` shows it).
+one line and exit with status 2, without a traceback (``--debug`` shows it). A
+run that started and could not go on (:class:`~rlgear.errors.RunError`: workers
+lost for good, training diverged) prints one line naming the cause and the
+checkpoint to resume from, and exits with status 1.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import warnings
 from collections.abc import Sequence
 
 import rlgear
-from rlgear.errors import RLGearError
+from rlgear.errors import RLGearError, RunError
 
 EXIT_USER_ERROR = 2
+EXIT_RUN_FAILED = 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -218,6 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     }  # fmt: skip
     try:
         return commands[args.command](args)
+    except RunError as err:  # the run started and could not go on: a checkpoint and stopped.json say where
+        if args.debug:
+            raise
+        print(f"rlgear: error: {err}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except RLGearError as err:
         if args.debug:
             raise

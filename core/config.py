@@ -178,6 +178,12 @@ class TrainingConfig:
     optimizer: Literal["adam", "sgd", "rmsprop"] = doc("Optimizer.", "adam")
     adam_epsilon: float = doc("Adam's epsilon.", 1e-5)
     grad_clip: float | None = doc("Clip the global gradient norm to this value (null: off).", None)
+    max_nonfinite_updates: int = doc(
+        "An update whose loss or gradient is NaN or infinite is skipped (weights and optimizer state "
+        "untouched) and counted in learner/num_nonfinite_updates; this many in a row stop the run with an "
+        "error.",
+        10,
+    )
     train_batch_size: int = doc("Env steps collected per training step.", 4000)
     min_time_s_per_iteration: float = doc(
         "An iteration repeats training steps until at least this many seconds have passed.", 0.0

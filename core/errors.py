@@ -33,6 +33,18 @@ class CheckpointError(RLGearError):
     """A checkpoint or run folder is missing, incomplete or from another run."""
 
 
+class RunError(RLGearError):
+    """The run started but cannot go on (workers lost for good, training diverged).
+
+    The CLI exits with status 1 for these (2 is for what the user wrote), after
+    the runner wrote a checkpoint of the last good state and ``stopped.json``.
+    """
+
+
+class NonFiniteError(RunError):
+    """Learning produced NaN or infinity (in a loss, a gradient or the weights) and cannot go on."""
+
+
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate most like ``name`` (for 'did you mean' hints), or None."""
     matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)

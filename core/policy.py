@@ -49,6 +49,7 @@ class Policy(ABC):
         self.action_space = action_space
         self.config = config
         self.global_timestep = 0
+        self.nonfinite = NonFiniteGuard()
 
     @abstractmethod
     def compute_actions(
@@ -107,6 +108,43 @@ class Policy(ABC):
             for name, value in list(vars(owner).items()):
                 if isinstance(value, np.random.Generator):
                     setattr(owner, name, np.random.default_rng([int(seed), zlib.crc32(name.encode())]))
+
+
+class NonFiniteGuard:
+    """Counts updates skipped for a non-finite loss or gradient, and stops a run that keeps making them.
+
+    Why: one NaN applied to the weights poisons every later update (and every
+    checkpoint after it). Skipping that update keeps the last finite weights;
+    a few in a row are survivable (one bad batch), many in a row mean training
+    has diverged or its data is broken, and going on would only waste compute.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0  # over the run (saved with the policy's state)
+        self.in_a_row = 0
+
+    def record(self, finite: bool, limit: int, detail: str = "") -> None:
+        """Note one update; raise :class:`~rlgear.errors.NonFiniteError` at ``limit`` skipped in a row."""
+        if finite:
+            self.in_a_row = 0
+            return
+        self.total += 1
+        self.in_a_row += 1
+        if self.in_a_row >= limit:
+            from rlgear.errors import NonFiniteError
+
+            raise NonFiniteError(
+                f"{self.in_a_row} updates in a row had a non-finite loss or gradient{detail} "
+                f"(training.max_nonfinite_updates is {limit}); each was skipped, so the weights are still "
+                "the last finite ones. Likely causes: NaN, infinite or huge rewards or observations from the "
+                "env, or a learning rate too high (training.lr)"
+            )
+
+
+def all_finite(arrays: Any) -> bool:
+    """True when every float array in ``arrays`` (a mapping or a sequence) is free of NaN and infinity."""
+    values = arrays.values() if isinstance(arrays, dict) else arrays
+    return all(np.isfinite(a).all() for a in (np.asarray(v) for v in values) if a.dtype.kind == "f")
 
 
 def flatten_observations(space: Space, observations: np.ndarray) -> np.ndarray:

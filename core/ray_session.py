@@ -18,7 +18,7 @@ import logging
 import os
 from typing import Any
 
-from rlgear.errors import PluginError, RLGearError
+from rlgear.errors import PluginError, RLGearError, RunError
 
 #: Environment set before Ray starts: no token-auth warning on every init
 #: (DEPENDENCY-NOTES.md), no usage-stats prompt.
@@ -35,7 +35,7 @@ class RayResourceError(RLGearError):
     """The workers asked for more CPUs/GPUs than the Ray cluster has."""
 
 
-class WorkerFailureError(RLGearError):
+class WorkerFailureError(RunError):
     """Remote workers kept failing (more restarts than ``workers.max_restarts``, or recreation off)."""
 
 

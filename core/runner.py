@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import secrets
@@ -28,7 +29,7 @@ from rlgear import config as config_mod
 from rlgear import env as env_mod
 from rlgear import registry
 from rlgear.config import RunConfig
-from rlgear.errors import CheckpointError, ConfigError
+from rlgear.errors import CheckpointError, ConfigError, RLGearError
 from rlgear.logger import DISCARDED_FILE, ResultLogger, discard_results_after
 from rlgear.progress import Progress, summary_line
 
@@ -84,6 +85,66 @@ def check_resume_config(config: RunConfig, run_dir: Path) -> RunConfig:
                 f"({saved_file}) or start a new run"
             )
     return dataclasses.replace(config, seed=given["seed"])
+
+
+STOP_RECORD = "stopped.json"
+
+
+def write_stop_record(
+    run_dir: Path, reason: str, iteration: int, checkpoint: Path | None, error: BaseException | None = None
+) -> None:
+    """``<run_dir>/stopped.json``: why and where the run stopped (written atomically, replaced on resume)."""
+    record: dict[str, Any] = {
+        "reason": reason,
+        "iteration": iteration,
+        "checkpoint": str(checkpoint) if checkpoint is not None else None,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if error is not None:
+        record["error"] = {"type": type(error).__name__, "message": str(error)}
+    temporary = run_dir / f".{STOP_RECORD}.tmp"
+    temporary.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(temporary, run_dir / STOP_RECORD)
+
+
+@contextlib.contextmanager
+def _saved_on_failure(trainer: Any, run_dir: Path, config: RunConfig) -> Iterator[None]:
+    """An error escaping the training loop first leaves a checkpoint of the last good state.
+
+    Why: a run that dies hours in (a lost cluster, a diverged loss, a crashing
+    env) should cost only the iterations since it stopped: ``--resume`` goes on
+    from this checkpoint. The weights are finite by construction (updates with a
+    non-finite loss or gradient are skipped, and a checkpoint refuses NaN); if
+    the save fails anyway, the newest earlier checkpoint stays the one to resume.
+    ``stopped.json`` records the cause either way. A second Ctrl-C (abort) saves nothing.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        write_stop_record(run_dir, "aborted (second Ctrl-C)", trainer.iteration, ckpt.latest(run_dir))
+        raise
+    except BaseException as err:
+        saved = None
+        if trainer.iteration > 0:
+            try:
+                saved = Path(trainer.save())
+                ckpt.prune(run_dir, config.checkpoint.keep)
+            except Exception as save_error:  # keep the original error; say why there is no new checkpoint
+                err.add_note(
+                    f"rlgear: no checkpoint written at the failure ({type(save_error).__name__}: {save_error})"
+                )
+        newest = saved or ckpt.latest(run_dir)
+        write_stop_record(run_dir, f"failed: {type(err).__name__}", trainer.iteration, newest, err)
+        if newest is None:
+            hint = f" (no checkpoint to resume from; see {run_dir / STOP_RECORD})"
+        else:
+            written = f"checkpoint {newest.name} written" if saved else f"newest checkpoint {newest.name}"
+            hint = f" ({written}; continue with --resume {run_dir})"
+        if isinstance(err, RLGearError):  # the CLI prints these as one line: the hint goes in it
+            err.args = (f"{err}{hint}",)
+        else:
+            err.add_note(f"rlgear: the run stopped at iteration {trainer.iteration}{hint}")
+        raise
 
 
 @contextlib.contextmanager
@@ -162,7 +223,7 @@ def run(
             )
 
         env_mod.stop_requested.clear()
-        with interrupt_handler(on_interrupt):
+        with interrupt_handler(on_interrupt), _saved_on_failure(trainer, run_dir, config):
             while True:
                 try:
                     result = trainer.train()
@@ -185,6 +246,7 @@ def run(
         display.close()
         newest = ckpt.latest(run_dir)
         why = "interrupted" if interrupted else f"stop criterion met: {reason}"
+        write_stop_record(run_dir, why, trainer.iteration, newest)
         display.message(f"done ({why}): {summary_line(result) if result else 'no iteration finished'}")
         display.message(f"run folder: {run_dir}")
         if newest is not None:

@@ -17,10 +17,12 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlgear.env import EnvAdapter, VectorEnv
-from rlgear.errors import ConfigError, PluginError, did_you_mean
+from rlgear.errors import ConfigError, NonFiniteError, PluginError, did_you_mean
 from rlgear.registry import resolve_object
 from rlgear.spaces import Box, Discrete, Space
 from rlgear.timestep import StepType, TimeStep
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
@@ -74,6 +76,7 @@ class GymnasiumVectorEnv(VectorEnv):
 
     def __init__(self, env: gym.vector.VectorEnv, name: str):
         self.env = env
+        self.name = name
         self.num_envs = env.num_envs
         self.observation_space = convert_space(env.single_observation_space, "observation", name)
         self.action_space = convert_space(env.single_action_space, "action", name)
@@ -86,8 +89,33 @@ class GymnasiumVectorEnv(VectorEnv):
         action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
         self._zero_actions = np.zeros(action_shape, dtype=action_dtype)
 
+    def _check_finite(self, obs: Any, reward: np.ndarray | None) -> None:
+        """Refuse NaN, infinity and values beyond float32 at the boundary, naming the env and slot.
+
+        Why: learning runs in float32; a reward of 1e39 (finite in float64)
+        becomes inf there and turns every later loss into NaN. A few
+        microseconds per step against a poisoned run.
+        """
+        if reward is not None and not np.isfinite(reward).all():
+            slots = np.flatnonzero(~np.isfinite(reward)).tolist()
+            raise NonFiniteError(
+                f"env {self.name}: step returned a reward that is NaN, infinite or beyond float32 in env "
+                f"slot(s) {slots} (rlgear trains in float32; scale or clip the env's rewards)"
+            )
+        if isinstance(obs, np.ndarray) and obs.dtype.kind == "f":
+            bad = ~np.isfinite(obs)
+            if obs.dtype.itemsize > 4:
+                bad |= np.abs(np.nan_to_num(obs)) > FLOAT32_MAX
+            if bad.any():
+                slots = np.flatnonzero(bad.reshape(len(obs), -1).any(axis=1)).tolist()
+                raise NonFiniteError(
+                    f"env {self.name}: observation holds NaN, infinity or values beyond float32 in env "
+                    f"slot(s) {slots} (rlgear trains in float32; normalize the env's observations)"
+                )
+
     def reset(self, seed: int | None = None) -> TimeStep:
         obs, _ = self.env.reset(seed=seed)
+        self._check_finite(obs, None)
         self._prev_last = np.zeros(self.num_envs, dtype=bool)
         self._any_first = False
         n = self.num_envs
@@ -103,7 +131,9 @@ class GymnasiumVectorEnv(VectorEnv):
     def step(self, actions: np.ndarray) -> TimeStep:
         obs, reward, terminated, truncated, _ = self.env.step(actions)
         first = self._prev_last
-        reward = np.asarray(reward, dtype=np.float32)
+        with np.errstate(over="ignore"):  # a reward beyond float32 becomes inf here and is refused below
+            reward = np.asarray(reward, dtype=np.float32)
+        self._check_finite(obs, reward)
         prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
         done = terminated | truncated
         if not (self._any_first or done.any()):  # the common case: every env in mid-episode

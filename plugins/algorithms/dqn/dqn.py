@@ -120,7 +120,9 @@ class DQN(Trainer):
             for key, value in self.policy.learn_on_batch(minibatch).items():
                 totals[key] = totals.get(key, 0.0) + value
             if prioritized:  # Schaul et al. 2016: priority = |TD error| (+ eps, added by the buffer)
-                self.replay_buffer.update_priorities(minibatch[BATCH_INDEXES], self.policy.td_errors)
+                td_errors = self.policy.td_errors
+                finite = np.isfinite(td_errors)  # a skipped non-finite update keeps the old priorities
+                self.replay_buffer.update_priorities(minibatch[BATCH_INDEXES][finite], td_errors[finite])
         stats = {key: value / num_gradient_steps for key, value in totals.items()}
         stats["num_grad_updates"] = float(self.policy.num_grad_updates)
         stats["num_gradient_steps"] = float(num_gradient_steps)

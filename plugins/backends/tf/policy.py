@@ -31,7 +31,7 @@ from rlgear.plugins.backends.tf.distributions import distribution_class
 from rlgear.plugins.backends.tf.models import ActorCriticMLP, build_model, named_variables
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
 from rlgear.plugins.backends.tf.runtime import tf
-from rlgear.policy import Policy, PolicyState, action_dim, flatten_observations
+from rlgear.policy import Policy, PolicyState, action_dim, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
 from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Box, Discrete, Space, flat_dim
@@ -310,11 +310,22 @@ class TFPolicy(Policy):
         return [g * coef for g in grads]
 
     def _sgd_step_impl(self, tensors: dict[str, tf.Tensor], rows: tf.Tensor) -> dict[str, tf.Tensor]:
-        """One gradient step on ``tensors[rows]``; returns the stats before the update."""
+        """One gradient step on ``tensors[rows]``; returns the stats before the update.
+
+        A non-finite loss or gradient norm skips the step inside the graph (no
+        host round trip); ``update_applied`` says which it was.
+        """
         minibatch = {key: tf.gather(value, rows) for key, value in tensors.items()}
         grads, stats = self._loss_and_gradients(minibatch)
-        self.optimizer.apply(self._clip_gradients(grads, stats["grad_gnorm"]))
-        return stats
+        finite = tf.logical_and(
+            tf.math.is_finite(stats["total_loss"]), tf.math.is_finite(stats["grad_gnorm"])
+        )
+
+        def apply() -> tf.Tensor:
+            self.optimizer.apply(self._clip_gradients(grads, stats["grad_gnorm"]))
+            return tf.constant(True)
+
+        return {**stats, "update_applied": tf.cond(finite, apply, lambda: tf.constant(False))}
 
     def _sgd_step_for(self, tensors: dict[str, tf.Tensor]) -> Callable:
         key = _columns_key(tensors)
@@ -344,10 +355,23 @@ class TFPolicy(Policy):
                 if self.row_outputs:
                     self.on_row_outputs(rows, {k: out.pop(k).numpy() for k in self.row_outputs})
                 results.append(out)
-        count = max(len(results), 1)
-        stats = {key: sum(float(r[key]) for r in results) / count for key in (results[0] if results else {})}
+        applied = []
+        for out in results:  # read the flags once, after the loop: no host sync per step
+            if bool(out.pop("update_applied")):
+                self.nonfinite.record(True, training.max_nonfinite_updates)
+                applied.append(out)
+            else:
+                self.nonfinite.record(
+                    False,
+                    training.max_nonfinite_updates,
+                    f" (last: loss {float(out['total_loss']):g}, gradient norm {float(out['grad_gnorm']):g})",
+                )
+        count = max(len(applied), 1)
+        keys = results[0] if results else {}
+        stats = {key: sum(float(r[key]) for r in applied) / count for key in keys}
         stats["cur_lr"] = lr
         stats["num_grad_updates"] = float(self.num_grad_updates)
+        stats["num_nonfinite_updates"] = float(self.nonfinite.total)
         return stats
 
     # --- asynchronous gradients (A3C): computed on a worker, applied by the learner ---
@@ -385,6 +409,12 @@ class TFPolicy(Policy):
         check runs before anything changes.
         """
         self.check_weights(grads, "gradient")
+        finite = all_finite(grads)
+        self.nonfinite.record(
+            finite, self.config.training.max_nonfinite_updates, " (gradients from a worker)"
+        )
+        if not finite:
+            return
         self.optimizer.lr = self._current_lr()
         self._apply_clipped(
             [
@@ -429,6 +459,7 @@ class TFPolicy(Policy):
             "optimizer": self.optimizer.state_meta(),
             "global_timestep": self.global_timestep,
             "num_grad_updates": self.num_grad_updates,
+            "num_nonfinite_updates": self.nonfinite.total,
             "rng": self.rng.bit_generator.state,
             "tf_acting_rng": self.acting_rng.bit_generator.state,
         }
@@ -449,6 +480,7 @@ class TFPolicy(Policy):
             self.optimizer.load_state(optimizer_arrays, state.meta["optimizer"])
         self.global_timestep = int(state.meta.get("global_timestep", 0))
         self.num_grad_updates = int(state.meta.get("num_grad_updates", 0))
+        self.nonfinite.total = int(state.meta.get("num_nonfinite_updates", 0))
         if "rng" in state.meta:
             self.rng.bit_generator.state = state.meta["rng"]
         if "tf_acting_rng" in state.meta:

@@ -17,7 +17,7 @@ from rlgear.inference import NumpyActorCritic
 from rlgear.plugins.backends.torch.distributions import distribution_class
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.plugins.backends.torch.optimizers import make_optimizer
-from rlgear.policy import Policy, PolicyState, flatten_observations
+from rlgear.policy import Policy, PolicyState, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
 from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Box, Discrete, Space
@@ -156,6 +156,16 @@ class TorchPolicy(Policy):
                 self.optimizer.zero_grad()
                 loss.backward()
                 grad_norm = clip_gradients(params, training.grad_clip)
+                # One check per step: the norm is NaN or infinite whenever any gradient is.
+                if not bool(torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)):
+                    self.optimizer.zero_grad()  # skipped: weights and optimizer state stay as they were
+                    self.nonfinite.record(
+                        False,
+                        training.max_nonfinite_updates,
+                        f" (last: loss {float(loss.detach()):g}, gradient norm {float(grad_norm):g})",
+                    )
+                    continue
+                self.nonfinite.record(True, training.max_nonfinite_updates)
                 self.optimizer.step()
                 self.num_grad_updates += 1
                 self.weights_version += 1
@@ -165,6 +175,7 @@ class TorchPolicy(Policy):
         out = {key: float(torch.stack(values).mean()) for key, values in history.items()}
         out["cur_lr"] = lr
         out["num_grad_updates"] = float(self.num_grad_updates)
+        out["num_nonfinite_updates"] = float(self.nonfinite.total)
         return out
 
     # --- asynchronous gradients (A3C): computed on a worker, applied by the learner ---
@@ -205,6 +216,12 @@ class TorchPolicy(Policy):
         the check runs before anything changes.
         """
         converted = self._torch_layout(grads)  # names and shapes checked first
+        finite = all_finite(grads)
+        self.nonfinite.record(
+            finite, self.config.training.max_nonfinite_updates, " (gradients from a worker)"
+        )
+        if not finite:
+            return
         self.optimizer.lr = self._current_lr()
         self.optimizer.zero_grad()
         for name, param in self.model.named_parameters():
@@ -270,6 +287,7 @@ class TorchPolicy(Policy):
             "optimizer": self.optimizer.state_meta(),
             "global_timestep": self.global_timestep,
             "num_grad_updates": self.num_grad_updates,
+            "num_nonfinite_updates": self.nonfinite.total,
             "rng": self.rng.bit_generator.state,
         }
         if self.fast_actor is not None:
@@ -294,6 +312,7 @@ class TorchPolicy(Policy):
             self.optimizer.load_state(arrays, state.meta["optimizer"])
         self.global_timestep = int(state.meta.get("global_timestep", 0))
         self.num_grad_updates = int(state.meta.get("num_grad_updates", 0))
+        self.nonfinite.total = int(state.meta.get("num_nonfinite_updates", 0))
         if "rng" in state.meta:
             self.rng.bit_generator.state = state.meta["rng"]
         if self.fast_actor is not None and "acting_rng" in state.meta:
