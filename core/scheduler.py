@@ -43,6 +43,8 @@ class Trial:
     checkpoint_config: dict[str, Any] | None = None
     #: Times the trainer had to be destroyed and rebuilt (PBT: reset_config returned False).
     num_recreations: int = 0
+    #: Times the trial's trainer actor was lost (process or node) and restarted from its checkpoint.
+    num_lost_actors: int = 0
     error: str | None = None
 
 

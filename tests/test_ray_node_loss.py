@@ -72,6 +72,15 @@ def worker_nodes(trainer) -> set[str]:
     return set(ray.get([handle.node_id.remote() for handle in trainer.workers.remote_workers]))
 
 
+def wait_until_marked_dead(node_id: str, timeout_s: float = 30.0) -> None:
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()):
+        assert time.monotonic() < deadline, f"Ray never marked node {node_id} dead"
+        time.sleep(0.2)
+
+
 def train_until(trainer, condition, max_seconds: float = 90.0):
     """Train until ``condition(result)`` (iterations take ~20 ms here, a replacement starts in
     seconds: the bound is time); every iteration must add env steps. Returns the results."""
@@ -172,3 +181,43 @@ def test_without_an_address_a_run_starts_its_own_ray_even_beside_a_running_clust
         assert context.gcs_address != running.address
     finally:
         shutdown_ray(force=True)
+
+
+def test_a_tune_trial_whose_node_is_lost_restarts_from_its_checkpoint_on_a_live_node(cluster, tmp_path):
+    """Trials as Ray actors (tune.executor: ray): losing the node is not a trial failure (max_failures 0)."""
+    import copy
+
+    from rlgear.plugins.schedulers.fifo import FIFOScheduler
+    from rlgear.scheduler import Trial, TrialStatus
+    from rlgear.tune.config import TuneConfig
+    from rlgear.tune.ray_executor import RayExecutor
+    from rlgear.tune.runner import TrialRunner
+
+    cluster = cluster(head_cpus=0)
+    doomed = cluster.add_node(num_cpus=1)
+
+    class LoseTheNodeOnce(FIFOScheduler):
+        """Removes the trial's node after its 3rd result (in the driver's main thread, as Ray needs)."""
+
+        done = False
+
+        def on_trial_result(self, runner, trial, result):
+            if result["training_iteration"] == 3 and not self.done:
+                self.done = True
+                cluster.add_node(num_cpus=1)
+                cluster.remove_node(doomed, allow_graceful=False)
+                wait_until_marked_dead(doomed.node_id)  # the actor may answer until then
+            return super().on_trial_result(runner, trial, result)
+
+    base = small_config(tmp_path)
+    base["stop"] = {"training_iteration": 6}
+    tune = TuneConfig(executor="ray", ray_address=cluster.address, checkpoint_freq=1, resource_timeout_s=60)
+    trial = Trial(config=copy.deepcopy(base), trial_id="t0", logdir=str(tmp_path / "t0"))
+    executor = RayExecutor(tune)
+    (tmp_path / "experiment").mkdir()
+    runner = TrialRunner(tmp_path / "experiment", tune, LoseTheNodeOnce(), executor, [trial])
+    runner.run()
+    assert trial.status == TrialStatus.TERMINATED, trial.error
+    assert trial.num_failures == 0 and trial.num_lost_actors == 1
+    assert trial.last_result["training_iteration"] == 6
+    assert [e["event"] for e in runner.events if e.get("trial_id") == "t0"].count("actor_lost") == 1

@@ -58,6 +58,16 @@ class TuneConfig:
         "executor ray: attach to this cluster ('auto'), else start a local Ray.", None
     )
     ray_num_cpus: int | None = doc("executor ray: CPUs of the local Ray (null: all cores).", None)
+    max_lost_actors: int = doc(
+        "executor ray: times a trial's trainer actor may be lost (its process killed, its node gone) and "
+        "restarted from the trial's checkpoint without counting as a failure (max_failures).",
+        20,
+    )
+    resource_timeout_s: float = doc(
+        "executor ray: how long to wait for the cluster to have room again when no trial can run "
+        "(nodes lost) before the experiment stops with an error.",
+        300.0,
+    )
     name: str | None = doc(
         "Experiment folder name under logging.dir (default tune_<algorithm>_<env>_<time>).", None
     )

@@ -74,6 +74,14 @@ class TrialExecutor(ABC):
     def reseed(self, trial: Trial, seed: int) -> None:
         """New random streams for the trial's live trainer (``Trainer.reseed``), after an exploit."""
 
+    def is_lost_actor(self, error: BaseException) -> bool:
+        """Whether ``error`` says the trial's trainer process (or its node) is gone, not that it raised."""
+        return False
+
+    def wait_for_resources(self, timeout_s: float) -> bool:
+        """No trial can start now: wait up to ``timeout_s`` for room; True if there may be room again."""
+        return False
+
     @abstractmethod
     def stop_trial(self, trial: Trial) -> None:
         """Release the trial's trainer (never raises: a dead trainer is already stopped)."""

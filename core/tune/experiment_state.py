@@ -38,6 +38,7 @@ def trial_to_json(trial: Trial, extra: dict[str, Any] | None = None) -> dict[str
             "checkpoint_config": redact_secrets(trial.checkpoint_config),
             "num_failures": trial.num_failures,
             "num_recreations": trial.num_recreations,
+            "num_lost_actors": trial.num_lost_actors,
             "values": trial.values,
             "logdir": trial.logdir,
             "error": trial.error,
@@ -58,6 +59,7 @@ def trial_from_json(data: dict[str, Any]) -> Trial:
         logdir=data.get("logdir"),
         checkpoint_config=data.get("checkpoint_config"),
         num_recreations=int(data.get("num_recreations", 0)),
+        num_lost_actors=int(data.get("num_lost_actors", 0)),
         error=data.get("error"),
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,7 @@ class RayExecutor(TrialExecutor):
         self._owns_session = not self.ray.is_initialized()  # leave a session we found running
         init_ray(num_cpus=tune.ray_num_cpus or os.cpu_count() or 1, address=tune.ray_address)
         self.total_cpus = float(cluster_resources().get("CPU", 0))
+        self.peak_cpus = self.total_cpus  # the cluster may shrink (a lost node) and grow back
         self.max_concurrent = tune.max_concurrent
         self.actors: dict[str, Any] = {}
         self.cpus: dict[str, float] = {}
@@ -82,7 +84,9 @@ class RayExecutor(TrialExecutor):
         if self.max_concurrent and len(self.actors) >= self.max_concurrent:
             return False
         need = float(config.workers.num_cpus_for_driver)
-        if need > self.total_cpus:
+        self.total_cpus = float(cluster_resources().get("CPU", 0))  # nodes come and go
+        self.peak_cpus = max(self.peak_cpus, self.total_cpus)
+        if need > self.peak_cpus:
             from rlgear.ray_session import RayResourceError
 
             raise RayResourceError(
@@ -134,6 +138,20 @@ class RayExecutor(TrialExecutor):
 
     def reseed(self, trial: Trial, seed: int) -> None:
         self._call(trial, "reseed", seed)
+
+    def is_lost_actor(self, error: BaseException) -> bool:
+        from rlgear.ray_session import is_actor_failure
+
+        return is_actor_failure(error)
+
+    def wait_for_resources(self, timeout_s: float) -> bool:
+        """Poll the cluster until it has a free CPU again (a node came back), up to ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if float(self.ray.available_resources().get("CPU", 0.0)) >= 1.0:
+                return True
+            time.sleep(0.5)
+        return False
 
     def is_live(self, trial: Trial) -> bool:
         return trial.trial_id in self.actors

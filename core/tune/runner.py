@@ -201,6 +201,8 @@ class TrialRunner:
         self._start_trials()
         self.start_time_s += time.perf_counter() - start
         if self.executor.in_flight() == 0:
+            if not self.is_finished() and self.executor.wait_for_resources(self.tune.resource_timeout_s):
+                return  # the cluster has room again (a node came back): start trials next step
             if not self.is_finished():
                 waiting = [t.trial_id for t in self.trials if t.status not in FINISHED]
                 raise RLGearError(
@@ -259,6 +261,15 @@ class TrialRunner:
         result.update(self._pending_result_keys.pop(trial.trial_id, {}))
         self._log_result(trial, result)
         self._since_checkpoint[trial.trial_id] = self._since_checkpoint.get(trial.trial_id, 0) + 1
+        try:
+            self._apply_decision(trial, decision, reason)
+        except Exception as err:  # a save or stop on an actor whose node just died
+            if not self.executor.is_lost_actor(err):
+                raise
+            self._on_error(trial, err)
+
+    def _apply_decision(self, trial: Trial, decision: str, reason: str | None) -> None:
+        """Checkpoint, continue, pause or stop the trial as the scheduler (or its stop criteria) decided."""
         if decision == TrialScheduler.CONTINUE:
             if self._since_checkpoint[trial.trial_id] >= self.checkpoint_freq(self.run_config(trial)):
                 self._save_checkpoint(trial)
@@ -282,6 +293,23 @@ class TrialRunner:
 
     def _on_error(self, trial: Trial, err: BaseException) -> None:
         self.executor.stop_trial(trial)
+        if self.executor.is_lost_actor(err) and trial.num_lost_actors < self.tune.max_lost_actors:
+            # Its process or node is gone, not its code: restart from the checkpoint, not a failure.
+            trial.num_lost_actors += 1
+            trial.status = TrialStatus.PENDING
+            where = f"from {Path(trial.checkpoint).name}" if trial.checkpoint else "from the start"
+            self.log_event(
+                {
+                    "event": "actor_lost",
+                    "trial_id": trial.trial_id,
+                    "lost": trial.num_lost_actors,
+                    "error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+                }
+            )
+            self.display.message(
+                f"{trial.trial_id}: its trainer actor was lost ({type(err).__name__}); restarting {where}"
+            )
+            return
         trial.num_failures += 1
         message = f"{type(err).__name__}: {err}"
         if trial.num_failures <= self.tune.max_failures:
