@@ -435,6 +435,36 @@ def check_result_key(key: str, where: str, fail) -> None:
         )
 
 
+class ResultKeyCheck:
+    """Checks key paths (``custom_metrics/...``, ``learner/...``) against the first results that have them.
+
+    Why: which of those keys exist depends on the algorithm and the hooks, so
+    they can't be checked when the config is read; a typo in a stop key would
+    otherwise run to the other limit. A path is checked at the first result
+    holding any key with its prefix (custom metrics appear once episodes end),
+    and must then be one of that result's keys.
+    """
+
+    def __init__(self, keys: dict[str, str]):
+        #: key path -> where it was given (``stop.custom_metrics/x``, ``tune.metric``)
+        self.pending = {key: where for key, where in keys.items() if "/" in key and key not in RESULT_KEYS}
+
+    def check(self, result: Mapping[str, Any]) -> None:
+        """Raise ConfigError for a pending key its prefix's keys show to be a typo."""
+        for key, where in list(self.pending.items()):
+            prefix = key.rsplit("/", 1)[0] + "/"
+            have = sorted(k for k in result if str(k).startswith(prefix))
+            if not have:
+                continue  # not reported yet (no episode ended, no evaluation yet)
+            del self.pending[key]
+            if key not in result:
+                shown = ", ".join(have[:12]) + (" ..." if len(have) > 12 else "")
+                raise ConfigError(
+                    f"{where}: the results have no key '{key}'{did_you_mean(key, have)} "
+                    f"(the {prefix}* keys of this run: {shown})"
+                )
+
+
 def build_stop(value: Any, fail) -> dict[str, float]:
     if value is None:
         return {}

@@ -223,6 +223,7 @@ def run(
             )
 
         env_mod.stop_requested.clear()
+        key_check = config_mod.ResultKeyCheck({key: f"stop.{key}" for key in config.stop})
         with interrupt_handler(on_interrupt), _saved_on_failure(trainer, run_dir, config):
             while True:
                 try:
@@ -232,6 +233,7 @@ def run(
                     break
                 logger.log(result)
                 display.update(result)
+                key_check.check(result)
                 reason = should_stop(result, config.stop)
                 every = config.checkpoint.every
                 if every and trainer.iteration % every == 0:

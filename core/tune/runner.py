@@ -62,6 +62,7 @@ class TrialRunner:
     ):
         self.experiment_dir = Path(experiment_dir)
         self.tune = tune
+        self._key_check: config_mod.ResultKeyCheck | None = None  # built at the first result
         self.scheduler = scheduler
         self.executor = executor
         self.trials = list(trials)
@@ -247,6 +248,10 @@ class TrialRunner:
         result = {**result, "trial_id": trial.trial_id, "timestamp": time.time()}
         trial.last_result = result
         config = self.run_config(trial)
+        if self._key_check is None:
+            keys = {key: f"stop.{key}" for key in config.stop}
+            self._key_check = config_mod.ResultKeyCheck({**keys, self.tune.metric: "tune.metric"})
+        self._key_check.check(result)
         reason = should_stop(result, config.stop)
         if reason:
             decision = TrialScheduler.STOP
