@@ -173,12 +173,16 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         table.add_column(column)
     for kind, items in reports.items():
         for report in items:
-            status = "[red]error[/red]" if report.error else "ok"
+            if report.missing_extra:
+                hint = escape(f"(pip install 'rlgear[{report.missing_extra}]')")  # [tf] is not markup
+                status = f"[yellow]not installed[/yellow] {hint}"
+            else:
+                status = "[red]error[/red]" if report.error else "ok"
             table.add_row(kind, report.info.name, report.info.package, report.info.version, status)
     console.print(table)
 
     algorithms = [r for r in reports["algorithm"] if r.error is None]
-    backends = [r.info.name for r in reports["backend"]]
+    backends = [r.info.name for r in reports["backend"] if r.error is None]  # a broken one is no column
     matrix = Table(title="algorithm support")
     for column in ("algorithm", "discrete", "continuous", *backends, "multi-agent", "recurrent"):
         matrix.add_column(column)
@@ -197,7 +201,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             mark(caps["recurrent"]),
         )
     console.print(matrix)
-    failures = [r for items in reports.values() for r in items if r.error]
+    failures = [r for items in reports.values() for r in items if r.error and not r.missing_extra]
     for report in failures:
         console.print(f"[red]load error[/red] {escape(report.error)}", highlight=False)
     return 0

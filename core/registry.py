@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,12 +74,27 @@ def names(kind: str) -> list[str]:
     return sorted({p.name for p in available(kind)})
 
 
+def missing_extra(err: BaseException | None) -> str | None:
+    """The rlgear extra (``tf``, ``ray`` ...) whose absence made this import fail, if that is the cause."""
+    while err is not None:
+        if isinstance(err, ModuleNotFoundError) and err.name and err.name.split(".")[0] in EXTRAS:
+            return EXTRAS[err.name.split(".")[0]]
+        err = err.__cause__
+    return None
+
+
 def missing_dependency_hint(err: BaseException) -> str | None:
-    """'pip install ...' advice when an import failed on a known optional dependency."""
+    """'pip install ...' advice when an import failed on a missing module, or what else to check."""
     if isinstance(err, ModuleNotFoundError) and err.name:
         top = err.name.split(".")[0]
         if top in EXTRAS:
             return f"it needs {top}, which is not installed: pip install 'rlgear[{EXTRAS[top]}]'"
+        if top != err.name and importlib.util.find_spec(top) is not None:
+            # The package is there, a module inside it is not: installing it again won't help.
+            return (
+                f"the module '{err.name}' does not exist, although the package '{top}' is installed "
+                "(a wrong entry point, or a file missing from that package's build)"
+            )
         return (
             f"it needs the module '{top}', which is not installed (pip install the package that provides it)"
         )
@@ -172,6 +188,8 @@ class PluginReport:
     info: PluginInfo
     obj: Any = None
     error: str | None = None
+    #: the rlgear extra to install when the plugin is an optional part not installed (``tf``)
+    missing_extra: str | None = None
 
 
 def available_hooks() -> list[PluginInfo]:
@@ -200,7 +218,7 @@ def inspect_all() -> dict[str, list[PluginReport]]:
             try:
                 reports.append(PluginReport(info, obj=load_typed(kind, info.name)))
             except PluginError as err:
-                reports.append(PluginReport(info, error=str(err)))
+                reports.append(PluginReport(info, error=str(err), missing_extra=missing_extra(err)))
         out[kind] = reports
     hooks = []
     for info in available_hooks():

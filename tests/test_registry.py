@@ -383,12 +383,14 @@ def test_plugins_command_reports_broken_plugins_and_keeps_the_others(plugin_list
     assert "ok" in listing_row(out.stdout, "ppo")
     for name in ("gymnasium", "torch", "fifo"):
         assert "ok" in listing_row(out.stdout, name)
-    for name in ("broken", "needs_tf"):
-        row = listing_row(out.stdout, name)
-        assert "fakeplug" in row and "0.1" in row and "error" in row
+    row = listing_row(out.stdout, "broken")
+    assert "fakeplug" in row and "0.1" in row and "error" in row
+    # An optional dependency that is not installed is not an error: it says what to install.
+    row = listing_row(out.stdout, "needs_tf")
+    assert "fakeplug" in row and "not installed" in row and "error" not in row
     text = flat(out.stdout)
     assert "RuntimeError: boom from broken_mod" in text
-    assert "algorithm 'needs_tf' cannot be loaded: it needs tensorflow" in text
+    assert "needs_tf cannot be loaded" not in text  # not listed among the load errors
 
 
 def test_plugins_command_shows_the_install_hint_verbatim(plugin_listings):
@@ -519,3 +521,37 @@ def test_a_hook_plugin_that_fails_to_import_is_reported_without_a_traceback(wron
     text = flat(out.stdout + out.stderr)
     assert "badhook" in text
     assert "boom from bad_hook_mod" in text
+
+
+def test_a_missing_submodule_of_an_installed_package_is_named_without_an_install_hint():
+    from rlgear.registry import missing_dependency_hint
+
+    hint = missing_dependency_hint(ModuleNotFoundError("No module named 'json.nosuch'", name="json.nosuch"))
+    assert hint == (
+        "the module 'json.nosuch' does not exist, although the package 'json' is installed "
+        "(a wrong entry point, or a file missing from that package's build)"
+    )
+    absent = missing_dependency_hint(ModuleNotFoundError("No module named 'nopkg_xyz'", name="nopkg_xyz"))
+    assert "'nopkg_xyz', which is not installed" in absent
+
+
+def test_the_support_matrix_has_no_column_for_a_broken_backend(monkeypatch, capsys):
+    from rlgear import cli, registry
+
+    reports = registry.inspect_all()
+    broken = registry.PluginReport(
+        registry.PluginInfo("backend", "brokenbackend", "x:Y", "brokenpkg", "0.1"), error="boom"
+    )
+    missing = registry.PluginReport(
+        registry.PluginInfo("backend", "tfish", "x:Z", "rlgear", "0"), error="no tf", missing_extra="tf"
+    )
+    reports["backend"] = [*reports["backend"], broken, missing]
+    monkeypatch.setattr(registry, "inspect_all", lambda: reports)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    matrix = out[out.index("algorithm support") :]
+    header = next(line for line in matrix.splitlines() if "discrete" in line)
+    assert "brokenbackend" not in header and "tfish" not in header and "torch" in header
+    row = next(line for line in out.splitlines() if " tfish " in line)
+    assert "not installed (pip install 'rlgear[tf]')" in row
