@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgear import hooks as hooks_mod
 from rlgear.metrics import Episode
 from rlgear.postprocessing import trainable_rows
 from rlgear.sample_batch import SampleBatch
@@ -192,7 +193,7 @@ class Evaluator:
                 )
                 self._running[int(i)] = episode
                 if self.hooks is not None:
-                    self.hooks.hook.on_episode_start(worker=self, episode=episode)
+                    hooks_mod.call(self.hooks, "on_episode_start", worker=self, episode=episode)
         moved = ~first
         last = ts.step_type == _LAST
         if valid is not None:  # rows carrying no env step (TimeStep.valid)
@@ -211,7 +212,7 @@ class Evaluator:
                 episode.terminated = bool(ts.discount[i] == 0)
                 episode.truncated = not episode.terminated
                 if self.hooks is not None:
-                    self.hooks.hook.on_episode_end(worker=self, episode=episode)
+                    hooks_mod.call(self.hooks, "on_episode_end", worker=self, episode=episode)
                 self._finished.append(episode.summary())
 
     # --- sampling -------------------------------------------------------------
@@ -302,7 +303,7 @@ class Evaluator:
             fragments = [self._sample_fragment()]
         batch = SampleBatch.concat([self.postprocess_fn(f, self.policy, self.config) for f in fragments])
         if self.hooks is not None:
-            self.hooks.hook.on_sample_end(worker=self, batch=batch)
+            hooks_mod.call(self.hooks, "on_sample_end", worker=self, batch=batch)
         return batch, self._env_steps - steps_before
 
     def sample(self) -> SampleBatch:

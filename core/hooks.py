@@ -11,7 +11,7 @@ from typing import Any
 import pluggy
 
 from rlgear import hookspecs
-from rlgear.errors import PluginError, did_you_mean
+from rlgear.errors import PluginError, RunError, did_you_mean
 from rlgear.registry import HOOKS_GROUP, describe_load_error
 
 hookimpl = pluggy.HookimplMarker("rlgear")
@@ -64,3 +64,48 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     except pluggy.PluginValidationError as err:
         raise PluginError(f"hook plugin: {err}") from err
     return manager
+
+
+def call(manager: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> None:
+    """Call every plugin's ``hook_name``; a plugin that raises stops the run with a :class:`HookError`.
+
+    Why: a hook is someone else's code running inside every run, built-in
+    algorithms included. When one raises, the user needs to know which plugin
+    and package it was, and how to run without it, not a traceback from pluggy.
+    """
+    try:
+        getattr(manager.hook, hook_name)(**kwargs)
+    except HookError:
+        raise
+    except Exception as err:
+        raise HookError(_describe_failure(manager, hook_name, err)) from err
+
+
+class HookError(RunError):
+    """A hook plugin raised while a run called it."""
+
+
+def _describe_failure(manager: pluggy.PluginManager, hook_name: str, err: BaseException) -> str:
+    impls = getattr(manager.hook, hook_name).get_hookimpls()
+    codes = {impl.function.__code__: impl for impl in impls if hasattr(impl.function, "__code__")}
+    culprit = None
+    tb = err.__traceback__
+    while tb is not None:  # the deepest frame that is a hook implementation raised
+        culprit = codes.get(tb.tb_frame.f_code, culprit)
+        tb = tb.tb_next
+    if culprit is None:
+        who = "a hook plugin"
+    else:
+        package = _package_of(culprit.plugin_name) or type(culprit.plugin).__module__.split(".")[0]
+        who = f"hook plugin '{culprit.plugin_name}' (package {package})"
+    return (
+        f"{who} raised in {hook_name}: {type(err).__name__}: {err}. To run without entry-point hook "
+        f"plugins, set {AUTOLOAD_ENV_VAR}=1 (or uninstall that package)"
+    )
+
+
+def _package_of(plugin_name: str) -> str | None:
+    for ep in importlib.metadata.entry_points(group=HOOKS_GROUP):
+        if ep.name == plugin_name and getattr(ep, "dist", None) is not None:
+            return ep.dist.metadata["Name"]
+    return None

@@ -24,6 +24,7 @@ import numpy as np
 import rlgear
 from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
+from rlgear import hooks as hooks_mod
 from rlgear import registry
 from rlgear.config import RunConfig, TrainingConfig
 from rlgear.errors import CheckpointError, UnsupportedError
@@ -126,7 +127,7 @@ class Trainer:
         self._stop_requested = False
         self._policy_cls, self._adapter_cls = policy_cls, adapter_cls
         self._evaluation_worker: Evaluator | None = None
-        self.hooks.hook.on_trainer_init(trainer=self)
+        hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
 
     @classmethod
     def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
@@ -204,7 +205,7 @@ class Trainer:
         interval = training.evaluation_interval
         if interval and self.iteration % interval == 0:
             result.update(self.evaluate())
-        self.hooks.hook.on_train_result(trainer=self, result=result)
+        hooks_mod.call(self.hooks, "on_train_result", trainer=self, result=result)
         return result
 
     def evaluate(self, num_episodes: int | None = None) -> dict[str, Any]:
@@ -313,7 +314,7 @@ class Trainer:
         path = ckpt.write(
             checkpoint_dir, snapshot["arrays"], snapshot["state"], snapshot["config"], snapshot["metadata"]
         )
-        self.hooks.hook.on_checkpoint(trainer=self, checkpoint_dir=str(path))
+        hooks_mod.call(self.hooks, "on_checkpoint", trainer=self, checkpoint_dir=str(path))
         return str(path)
 
     def save_to_object(self) -> dict[str, Any]:

@@ -19,10 +19,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 import rlgear
 from rlgear import hooks, registry
 from rlgear.errors import PluginError, RLGearError
+from tests.conftest import small_config
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILTINS = {"algorithm": "ppo", "env": "gymnasium", "backend": "torch", "scheduler": "fifo"}
@@ -555,3 +557,47 @@ def test_the_support_matrix_has_no_column_for_a_broken_backend(monkeypatch, caps
     assert "brokenbackend" not in header and "tfish" not in header and "torch" in header
     row = next(line for line in out.splitlines() if " tfish " in line)
     assert "not installed (pip install 'rlgear[tf]')" in row
+
+
+RAISING_HOOK_MODULES = {
+    "raising_hook": """
+        import rlgear
+
+        @rlgear.hookimpl
+        def on_train_result(trainer, result):
+            if result["training_iteration"] >= 2:
+                raise ValueError("the dashboard is down")
+    """,
+}
+
+
+def test_a_hook_that_raises_stops_the_run_with_one_line_a_checkpoint_and_the_way_out(tmp_path):
+    """It used to kill every run (built-in PPO too) with pluggy's traceback, no checkpoint, no plugin named."""
+    root = make_distribution(
+        tmp_path / "site",
+        "flakyhooks",
+        "\n    [rlgear.hooks]\n    dashboard = raising_hook\n",
+        RAISING_HOOK_MODULES,
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            small_config(tmp_path, stop={"training_iteration": 50}, logging={"dir": str(tmp_path / "runs")})
+        )
+    )
+    out = run_rlgear(["train", str(config)], subprocess_env(root))
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    line = lines[0]
+    assert "hook plugin 'dashboard' (package flakyhooks) raised in on_train_result" in line
+    assert "ValueError: the dashboard is down" in line and "RLGEAR_DISABLE_PLUGIN_AUTOLOAD=1" in line
+    assert "checkpoint checkpoint_000002 written; continue with --resume" in line
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "checkpoint_000002").is_dir()
+    # The way out works: the same run without entry-point hooks goes on.
+    resumed = run_rlgear(
+        ["train", str(config), "--resume", str(run_dir), "--set", "stop.training_iteration=3"],
+        subprocess_env(root, **{hooks.AUTOLOAD_ENV_VAR: "1"}),
+    )
+    assert resumed.returncode == 0, resumed.stderr
