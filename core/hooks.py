@@ -45,6 +45,12 @@ def _register(manager: pluggy.PluginManager, plugin: Any, name: str | None = Non
     manager.register(plugin, name=name)
 
 
+def autoload_disabled() -> bool:
+    """``RLGEAR_DISABLE_PLUGIN_AUTOLOAD`` set to a true value (1, true, yes, on); ``0``, ``false``, ``no``,
+    ``off`` or empty keep autoload on."""
+    return os.environ.get(AUTOLOAD_ENV_VAR, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = None) -> pluggy.PluginManager:
     """A plugin manager with the hook specs, entry-point hooks and ``plugins`` registered.
 
@@ -53,7 +59,7 @@ def make_plugin_manager(plugins: Iterable[Any] = (), autoload: bool | None = Non
     manager = pluggy.PluginManager("rlgear")
     manager.add_hookspecs(hookspecs)
     if autoload is None:
-        autoload = not os.environ.get(AUTOLOAD_ENV_VAR)
+        autoload = not autoload_disabled()
     if autoload:
         _load_entry_point_hooks(manager)
     for plugin in plugins:

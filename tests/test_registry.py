@@ -601,3 +601,12 @@ def test_a_hook_that_raises_stops_the_run_with_one_line_a_checkpoint_and_the_way
         subprocess_env(root, **{hooks.AUTOLOAD_ENV_VAR: "1"}),
     )
     assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "disabled"),
+    [("1", True), ("true", True), ("yes", True), ("0", False), ("", False), ("false", False), ("off", False)],
+)
+def test_the_autoload_switch_reads_its_value_not_just_its_presence(monkeypatch, value, disabled):
+    monkeypatch.setenv(hooks.AUTOLOAD_ENV_VAR, value)
+    assert hooks.autoload_disabled() is disabled
