@@ -378,8 +378,17 @@ def resolve(
     for required in ("algorithm", "env"):
         if required not in raw:
             raise fail(required, "missing required key")
+    algorithm = raw["algorithm"]
+    if isinstance(algorithm, Mapping) and set(algorithm) <= {"name", "package"} and "name" in algorithm:
+        # {name: ppo, package: rlgear-thirdparty}: which package's ppo, when several register one
+        raw["algorithm"] = (
+            f"{algorithm['name']}@{algorithm['package']}" if algorithm.get("package") else algorithm["name"]
+        )
     if not isinstance(raw["algorithm"], str):
-        raise fail("algorithm", f"expected an algorithm name (a string), got {raw['algorithm']!r}")
+        raise fail(
+            "algorithm",
+            f"expected an algorithm name (a string, or {{name: ..., package: ...}}), got {raw['algorithm']!r}",
+        )
     if training_class is None:
         from rlgear import registry
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,10 +110,15 @@ def describe_load_error(kind: str, name: str, target: str, err: BaseException) -
 
 
 def load(kind: str, name: str) -> Any:
-    """Import and return the object behind plugin ``name`` of ``kind`` (cached)."""
+    """Import and return the object behind plugin ``name`` of ``kind`` (cached).
+
+    ``name@package`` picks the plugin of that distribution when several
+    packages register the same name (see :func:`_choose`).
+    """
     key = (kind, name)
     if key in _loaded:
         return _loaded[key]
+    name, _, package = name.partition("@")
     group = _group(kind)
     installed = names(kind)
     if name not in installed:
@@ -121,6 +127,15 @@ def load(kind: str, name: str) -> Any:
             f"unknown {kind} '{name}'{did_you_mean(name, installed)} "
             f"(installed {kind}s: {listed}; entry-point group {group})"
         )
+    same_name = [info for info in available(kind) if info.name == name]
+    if package or len(same_name) > 1:
+        info = _choose(kind, name, package, same_name)
+        try:
+            obj = importlib.metadata.EntryPoint(info.name, info.target, group).load()
+        except Exception as err:
+            raise PluginError(describe_load_error(kind, name, info.target, err)) from err
+        _loaded[key] = obj
+        return obj
     from stevedore import DriverManager
 
     def on_failure(_manager, entry_point, err):
@@ -140,6 +155,41 @@ def load(kind: str, name: str) -> Any:
     obj = manager.driver
     _loaded[key] = obj
     return obj
+
+
+def _choose(kind: str, name: str, package: str, candidates: list[PluginInfo]) -> PluginInfo:
+    """The one plugin of several packages that register ``name``.
+
+    With ``package`` given (``ppo@rlgear-thirdparty``), that package's. Without,
+    rlgear's own built-in wins, with a warning naming the others and how to pick
+    them: installing a package must not break a built-in. Several third-party
+    packages and no choice is an error naming them all.
+    """
+    described = ", ".join(f"{c.package} ({c.target})" for c in candidates)
+    if package:
+        chosen = [
+            c for c in candidates if c.package.lower().replace("_", "-") == package.lower().replace("_", "-")
+        ]
+        if not chosen:
+            raise PluginError(
+                f"{kind} '{name}@{package}': package '{package}' does not provide the {kind} '{name}' "
+                f"(provided by: {described or 'no installed package'})"
+            )
+        return chosen[0]
+    own = [c for c in candidates if c.package == "rlgear"]
+    others = [c.package for c in candidates if c.package != "rlgear"]
+    if own:
+        warnings.warn(
+            f"{kind} '{name}' is also provided by {', '.join(others)}; using rlgear's built-in "
+            f"(pick another with '{name}@{others[0]}', e.g. algorithm: {name}@{others[0]})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return own[0]
+    raise PluginError(
+        f"{kind} '{name}' is provided by several packages: {described}; pick one as "
+        f"'{name}@<package>' (e.g. '{name}@{candidates[0].package}')"
+    )
 
 
 # kind -> (module, class) every plugin of that kind must subclass
@@ -214,9 +264,12 @@ def inspect_all() -> dict[str, list[PluginReport]]:
     out: dict[str, list[PluginReport]] = {}
     for kind in GROUPS:
         reports = []
-        for info in available(kind):
+        infos = available(kind)
+        for info in infos:
+            shared = sum(other.name == info.name for other in infos) > 1  # show each package's own
             try:
-                reports.append(PluginReport(info, obj=load_typed(kind, info.name)))
+                name = f"{info.name}@{info.package}" if shared else info.name
+                reports.append(PluginReport(info, obj=load_typed(kind, name)))
             except PluginError as err:
                 reports.append(PluginReport(info, error=str(err), missing_extra=missing_extra(err)))
         out[kind] = reports

@@ -610,3 +610,53 @@ def test_a_hook_that_raises_stops_the_run_with_one_line_a_checkpoint_and_the_way
 def test_the_autoload_switch_reads_its_value_not_just_its_presence(monkeypatch, value, disabled):
     monkeypatch.setenv(hooks.AUTOLOAD_ENV_VAR, value)
     assert hooks.autoload_disabled() is disabled
+
+
+SECOND_PPO_MODULES = {
+    "third_ppo": """
+        from rlgear.plugins.algorithms.ppo import PPO
+
+        class ThirdPartyPPO(PPO):
+            pass
+    """,
+}
+
+
+def test_a_third_party_ppo_does_not_break_the_built_in_and_a_config_can_pick_it(tmp_path):
+    root = make_distribution(
+        tmp_path / "site",
+        "thirdppo",
+        "\n    [rlgear.algorithms]\n    ppo = third_ppo:ThirdPartyPPO\n",
+        SECOND_PPO_MODULES,
+    )
+    probe = textwrap.dedent(
+        """
+        import warnings
+        from rlgear import config, registry
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            print(registry.load_algorithm("ppo").__name__)
+        print(caught[0].message if caught else "no warning")
+        print(registry.load_algorithm("ppo@thirdppo").__name__)
+        raw = {"algorithm": {"name": "ppo", "package": "thirdppo"}, "env": {"name": "CartPole-v1"}}
+        print(config.resolve(raw).algorithm)
+        try:
+            registry.load_algorithm("ppo@nosuchpkg")
+        except Exception as err:
+            print(err)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=subprocess_env(root), timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "PPO"  # the built-in, as before the package was installed
+    assert "also provided by thirdppo; using rlgear's built-in (pick another with 'ppo@thirdppo'" in lines[1]
+    assert lines[2] == "ThirdPartyPPO" and lines[3] == "ppo@thirdppo"
+    assert "package 'nosuchpkg' does not provide the algorithm 'ppo'" in lines[4]
+    assert "thirdppo (third_ppo:ThirdPartyPPO)" in lines[4] and "rlgear (" in lines[4]
+    listing = run_rlgear(["plugins"], subprocess_env(root))
+    assert listing.returncode == 0 and "Traceback" not in listing.stderr
+    rows = [line for line in listing.stdout.splitlines() if " ppo " in line and "algorithm" in line]
+    assert len(rows) == 2 and all("ok" in row for row in rows), listing.stdout
