@@ -222,12 +222,21 @@ class RunConfig:
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     seed: int | None = None
     source: str = "config"  # where it came from, for error messages (not a config key)
+    #: key path -> the ``--set`` text that set it, for error messages (not a config key)
+    origins: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain data (what is saved as the run's config.yaml)."""
         out = dataclasses.asdict(self)
         out.pop("source")
+        out.pop("origins")
         return out
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        """A ConfigError about key ``path``, prefixed as config errors are: ``FILE: path: ...`` or
+        ``--set path=value: path: ...``. For plugin code (an adapter's ``make``, a Trainer's
+        ``setup``) that checks its own keys: ``raise config.fail("env.kwargs.size", "expected > 0")``."""
+        return _failer(self.source, self.origins)(path, message)
 
     def rollout_fragment_length(self) -> int:
         """Env steps per env per sample() call, resolving 'auto' from the batch size."""
@@ -424,7 +433,7 @@ def resolve(
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise fail("seed", f"expected a non-negative integer or null, got {seed!r}")
         sections["seed"] = seed
-    config = RunConfig(source=source, **sections)
+    config = RunConfig(source=source, origins=dict(origins), **sections)
     check_ranges(config, fail)
     return config
 

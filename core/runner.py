@@ -188,7 +188,16 @@ def run(
         run_dir = new_run_dir(config)
         latest = None
     trainer_cls = registry.load_algorithm(config.algorithm)
-    trainer = trainer_cls(config, hooks=hooks, logdir=run_dir)  # fails before any work if unsupported
+    try:
+        trainer = trainer_cls(config, hooks=hooks, logdir=run_dir)  # fails before any work if unsupported
+    except ConfigError as err:  # from plugin code (an adapter's make, a setup): say which config
+        text = str(err)
+        if text.startswith((f"{config.source}:", "--set ")):
+            raise
+        path, _, rest = text.partition(": ")
+        if rest and path.split(".")[0] in config_mod.TOP_LEVEL_KEYS:  # "env.kwargs: ..." names its key
+            raise config.fail(path, rest) from err
+        raise ConfigError(f"{config.source}: {text}") from err
     display = Progress(progress or config.logging.progress, config.stop, config.logging.progress_interval_s)
     logger = None
     result: dict[str, Any] = {}

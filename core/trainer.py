@@ -27,7 +27,7 @@ from rlgear import config as config_mod
 from rlgear import hooks as hooks_mod
 from rlgear import registry
 from rlgear.config import RunConfig, TrainingConfig
-from rlgear.errors import CheckpointError, UnsupportedError
+from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
 from rlgear.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
 from rlgear.hooks import make_plugin_manager
 from rlgear.metrics import MetricsWindow
@@ -107,6 +107,13 @@ class Trainer:
         """Check support, then build the backend, evaluators and policy (before any training)."""
         policy_cls = self.policy_class(config.backend)  # unsupported backend: fail before any work
         backend_cls = registry.load_backend(config.backend)
+        installed = registry.names("env")
+        if config.env.adapter not in installed:  # a config mistake: say which key (and which --set)
+            raise config.fail(
+                "env.adapter",
+                f"unknown env adapter '{config.env.adapter}'{did_you_mean(config.env.adapter, installed)} "
+                f"(installed: {', '.join(installed) or 'none'})",
+            )
         adapter_cls = registry.load_env_adapter(config.env.adapter)
         self.backend = backend_cls()
         self.backend.setup(config.workers.num_cpus_for_driver, config.seed)

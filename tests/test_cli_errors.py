@@ -18,6 +18,8 @@ import pytest
 
 import rlgear
 
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
 VALID = "algorithm: ppo\nenv:\n  name: CartPole-v1\n"
 
 
@@ -195,3 +197,37 @@ def test_unknown_command_is_a_usage_error():
     assert out.returncode == 2
     assert "invalid choice: 'trian'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_set_of_an_unknown_env_adapter_names_the_set_and_the_key(capsys):
+    from rlgear.cli import main
+
+    assert main(["train", str(CONFIGS / "ppo-cartpole.yaml"), "--set", "env.adapter=gymnasum"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "rlgear: error: --set env.adapter=gymnasum: env.adapter: unknown env adapter 'gymnasum'"
+    )
+    assert "did you mean 'gymnasium'" in err
+
+
+def test_errors_from_plugin_code_carry_the_config_path_prefix(capsys):
+    from rlgear.cli import main
+
+    assert main(["train", str(CONFIGS / "ppo-cartpole.yaml"), "--set", "env.kwargs.nonsense=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "rlgear: error: --set env.kwargs.nonsense=1: env.kwargs: CartPole-v1 does not accept"
+    )
+
+
+def test_run_config_fail_is_the_helper_plugin_code_uses_for_its_keys(tmp_path):
+    from rlgear import config as config_mod
+
+    config = config_mod.load(CONFIGS / "ppo-cartpole.yaml", ["env.kwargs.size=3"])
+    assert (
+        str(config.fail("env.kwargs.size", "expected > 3"))
+        == "--set env.kwargs.size=3: env.kwargs.size: expected > 3"
+    )
+    assert str(config.fail("model.hidden_sizes", "bad")).endswith(
+        "ppo-cartpole.yaml: model.hidden_sizes: bad"
+    )
