@@ -1,6 +1,6 @@
 """The run configuration: one YAML file, every key validated.
 
-Top-level keys (DESIGN.md): ``algorithm``, ``backend``, ``env``, ``model``,
+Top-level keys: ``algorithm``, ``backend``, ``env``, ``model``,
 ``training`` (algorithm hyperparameters, defaults from the algorithm),
 ``workers``, ``stop``, ``checkpoint``, ``logging``, ``seed``, and ``tune``
 (read by ``rlgear tune``).
@@ -274,7 +274,7 @@ def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)
 
 
-#: Keys every result has (DESIGN.md); ``stop`` may also name ``learner/*``,
+#: Keys every result has; ``stop`` may also name ``learner/*``,
 #: ``evaluation/*`` and ``custom_metrics/*`` keys.
 RESULT_KEYS = (
     "training_iteration", "timesteps_total", "timesteps_this_iter", "time_this_iter_s",

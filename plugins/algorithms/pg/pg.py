@@ -13,7 +13,7 @@ Cut episodes. A fragment may end in the middle of an episode
 (``batch_mode: truncate_episodes``), and an episode may end at a time limit
 (LAST with discount 1). Both need a value of the state where the data stops.
 With the baseline on (the default) that is the learned ``V``, exactly as the
-value truth table of DESIGN.md says, and either batch mode works. Without a
+truth table of ``rlgear.value_ops`` says, and either batch mode works. Without a
 baseline there is no trained value: the value head's output would be arbitrary,
 and training it only to bootstrap would make it a baseline in all but name. So
 plain REINFORCE bootstraps from 0 and requires
