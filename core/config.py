@@ -47,7 +47,10 @@ class EnvConfig:
 class ModelConfig:
     """The network. Built-in catalog options, or a custom model class."""
 
-    hidden_sizes: list[int] = doc("Units of each hidden layer of the MLP.", factory=lambda: [64, 64])
+    hidden_sizes: list[int] = doc(
+        "Units of each hidden layer of the MLP; at least one layer (a linear policy needs model.custom).",
+        factory=lambda: [64, 64],
+    )
     activation: Literal["tanh", "relu", "elu", "silu"] = doc("Hidden-layer activation.", "tanh")
     vf_share_layers: bool = doc(
         "Share the hidden layers between policy and value function (else two separate MLPs).", False
