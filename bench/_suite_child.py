@@ -80,8 +80,8 @@ class Clock:
 
 def run_rlgear(task: Task, seed: int, budget: int, eval_every: int, episodes: int, clock: Clock) -> int:
     from rlgear import config as config_mod
-    from rlgear import registry
-    from rlgear.agent import LoadedPolicy
+    from rlgear.discovery import registry
+    from rlgear.run.agent import LoadedPolicy
 
     # RLGEAR_SUITE_CONFIG: try a candidate config under the suite's exact protocol while tuning.
     config_path = os.environ.get("RLGEAR_SUITE_CONFIG") or HERE.parent / "configs" / task.rlgear_config

@@ -37,7 +37,7 @@ def child(backend: str, minibatch: int, epochs: int) -> dict[str, Any]:
     import numpy as np
 
     from rlgear import config as config_mod
-    from rlgear import registry
+    from rlgear.discovery import registry
     from rlgear.sample_batch import SampleBatch as SB
     from rlgear.spaces import Box, Discrete
     from rlgear.timestep import StepType, TimeStep

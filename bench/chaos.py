@@ -79,7 +79,7 @@ class Driver:
     @property
     def resumable_dir(self) -> Path | None:
         """The newest run folder with a checkpoint: what ``--resume`` continues."""
-        from rlgear import checkpoint as ckpt
+        from rlgear.run import checkpoint as ckpt
 
         with_checkpoint = [p for p in self._folders() if ckpt.list_checkpoints(p)]
         return with_checkpoint[-1] if with_checkpoint else None
@@ -164,8 +164,8 @@ def worker_pids() -> list[int]:
 
 def check_run(driver: Driver, stop_s: float) -> dict[str, Any]:
     """The soak's verdicts on one run folder (see the module docstring)."""
-    from rlgear import checkpoint as ckpt
     from rlgear import load
+    from rlgear.run import checkpoint as ckpt
 
     run_dir = driver.run_dir
     if run_dir is None:

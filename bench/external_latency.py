@@ -9,8 +9,8 @@ this process; no learning, so the figures are the serving path alone.
 
 Clients: light, in separate processes (``--procs``, default min(clients, 4)).
 Each process drives its share of the connections from one thread with a
-selector and ``rlgear.wire`` (a real socket and handshake per client, the same
-frames rlgear.client sends), so 32 clients do not need 32 Python processes on
+selector and ``rlgear.external.wire`` (a real socket and handshake per client, the same
+frames rlgear.external.client sends), so 32 clients do not need 32 Python processes on
 a 2-core machine. A client's "env" cycles through 16 pre-encoded random
 observations and ends its episode every 200 steps. Latency = time from sending ``start``/``step`` to
 receiving the reply, per request, over every client.
@@ -37,7 +37,7 @@ EPISODE_LEN = 200
 
 
 def client_process(address: str, n: int, seconds: float, warmup: float, out: Any) -> None:
-    from rlgear.wire import FrameDecoder, encode
+    from rlgear.external.wire import FrameDecoder, encode
 
     host, port = address.rsplit(":", 1)
     rng = np.random.default_rng(os.getpid())
@@ -97,8 +97,8 @@ def client_process(address: str, n: int, seconds: float, warmup: float, out: Any
 def serve(num_clients: int, address_file: str, seconds: float, procs: int, seed: int = 0) -> dict:
     from rlgear import config as config_mod
     from rlgear import env as env_mod
-    from rlgear import registry
-    from rlgear.evaluator import Evaluator
+    from rlgear.discovery import registry
+    from rlgear.execution.evaluator import Evaluator
 
     config = config_mod.resolve(
         {

@@ -162,7 +162,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "metrics_window_never_drops_episodes",
-        "core/metrics.py",
+        "core/execution/metrics.py",
         "deque(maxlen=size)",
         "deque()",
         "the metrics window keeps every episode",
@@ -170,7 +170,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "bootstrap_row_reaches_the_learner",
-        "core/postprocessing.py",
+        "core/execution/postprocessing.py",
         "    body = steps.shape[0] - 1\n",
         "    body = steps.shape[0]\n",
         "trainable_rows keeps the fragment's bootstrap row",
@@ -178,7 +178,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "last_rows_reach_the_learner",
-        "core/postprocessing.py",
+        "core/execution/postprocessing.py",
         "    mask = steps[:body] != StepType.LAST\n",
         "    mask = steps[:body] >= 0\n",
         "trainable_rows keeps the LAST rows",
@@ -267,7 +267,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "n_step_discount_is_gamma",
-        "core/replay_buffers.py",
+        "core/execution/replay_buffers.py",
         "out[SampleBatch.DISCOUNTS] = (gamma ** k.astype(np.float64) * env_discounts[next_t, rows_b])",
         "out[SampleBatch.DISCOUNTS] = (gamma * env_discounts[next_t, rows_b])",
         "n-step transitions discount by gamma instead of gamma**n",

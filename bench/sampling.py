@@ -46,7 +46,7 @@ class HandWrittenLoop:
 class RLGearEvaluator:
     def __init__(self, chunk: int) -> None:
         from rlgear import config as config_mod
-        from rlgear import registry
+        from rlgear.discovery import registry
 
         config = config_mod.resolve(
             {

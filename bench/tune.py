@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("RLGEAR_DISABLE_PLUGIN_AUTOLOAD", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.tune.experiment import run
 
 

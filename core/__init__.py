@@ -9,6 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rlgear import _moved
+
+_moved.install()
+
 __version__ = "0.1.0"
 
 # public name -> module that defines it (imported on first attribute access)
@@ -19,15 +23,15 @@ _LAZY = {
     "Box": "rlgear.spaces",
     "Discrete": "rlgear.spaces",
     "Policy": "rlgear.policy",
-    "Evaluator": "rlgear.evaluator",
-    "WorkerSet": "rlgear.evaluator",
+    "Evaluator": "rlgear.execution.evaluator",
+    "WorkerSet": "rlgear.execution.evaluator",
     "Trainer": "rlgear.trainer",
     "TrialScheduler": "rlgear.scheduler",
     "Trial": "rlgear.scheduler",
     "EnvAdapter": "rlgear.env",
     "VectorEnv": "rlgear.env",
     "Backend": "rlgear.backend",
-    "hookimpl": "rlgear.hooks",
+    "hookimpl": "rlgear.hookspecs",
     "train": "rlgear.api",
     "load": "rlgear.api",
     "RLGearError": "rlgear.errors",
@@ -35,7 +39,11 @@ _LAZY = {
     "PluginError": "rlgear.errors",
     "get_trainable": "rlgear.tune.trainable",
 }
-_SUBMODULES = {"value_ops", "config", "registry", "hooks", "checkpoint", "errors", "spaces", "tune"}
+_SUBMODULES = {
+    "value_ops", "config", "errors", "spaces", "testing", "tune",
+    "execution", "external", "run", "discovery",
+    "registry", "hooks", "checkpoint",  # 0.1 paths (rlgear._moved)
+}  # fmt: skip
 
 __all__ = [
     "Backend", "Box", "ConfigError", "Discrete", "EnvAdapter", "Evaluator", "PluginError",
@@ -48,8 +56,8 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from rlgear.backend import Backend
     from rlgear.env import EnvAdapter, VectorEnv
     from rlgear.errors import ConfigError, PluginError, RLGearError
-    from rlgear.evaluator import Evaluator, WorkerSet
-    from rlgear.hooks import hookimpl
+    from rlgear.execution.evaluator import Evaluator, WorkerSet
+    from rlgear.hookspecs import hookimpl
     from rlgear.policy import Policy
     from rlgear.sample_batch import SampleBatch
     from rlgear.scheduler import Trial, TrialScheduler

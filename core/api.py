@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rlgear import config as config_mod
-from rlgear.agent import LoadedPolicy
-from rlgear.agent import load as _load
 from rlgear.config import RunConfig
+from rlgear.run.agent import LoadedPolicy
+from rlgear.run.agent import load as _load
 
 
 def train(
@@ -29,7 +29,7 @@ def train(
         resume: a run folder to continue from its newest checkpoint.
         progress: "none" (default in code), "plain", "rich" or "auto".
     """
-    from rlgear.runner import run
+    from rlgear.run.runner import run
 
     if isinstance(config, RunConfig):
         if overrides:

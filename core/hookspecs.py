@@ -15,6 +15,8 @@ from typing import Any
 import pluggy
 
 hookspec = pluggy.HookspecMarker("rlgear")
+#: Decorates a hook implementation: ``@rlgear.hookimpl def on_train_result(self, result): ...``
+hookimpl = pluggy.HookimplMarker("rlgear")
 
 
 @hookspec

@@ -41,7 +41,7 @@ class TimeStep:
     #: bool [B] or None (all valid). False marks a row that carries no env step: an
     #: external env's empty slot, or the step where its client dropped mid-episode.
     #: Such rows have step_type LAST; the evaluator never counts or trains on them and
-    #: discards the episode that was running in that env (see ``rlgear.evaluator``).
+    #: discards the episode that was running in that env (see ``rlgear.execution.evaluator``).
     valid: np.ndarray | None = None
 
     @property

@@ -22,18 +22,18 @@ from typing import Any, ClassVar
 import numpy as np
 
 import rlgear
-from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
-from rlgear import hooks as hooks_mod
-from rlgear import registry
 from rlgear.config import RunConfig, TrainingConfig
+from rlgear.discovery import hooks as hooks_mod
+from rlgear.discovery import registry
+from rlgear.discovery.hooks import make_plugin_manager
 from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
-from rlgear.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
-from rlgear.hooks import make_plugin_manager
-from rlgear.metrics import MetricsWindow
+from rlgear.execution.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
+from rlgear.execution.metrics import MetricsWindow
+from rlgear.execution.postprocessing import trainable_rows
+from rlgear.execution.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.policy import PolicyState
-from rlgear.postprocessing import trainable_rows
-from rlgear.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
+from rlgear.run import checkpoint as ckpt
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import space_from_json
 

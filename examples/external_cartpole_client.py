@@ -3,7 +3,7 @@
     rlgear serve configs/ppo-cartpole-external.yaml        # the learner, waits for clients
     python examples/external_cartpole_client.py 127.0.0.1:9900 --seed 1   # x 8
 
-Only ``rlgear.client`` (numpy + standard library) talks to the server; the
+Only ``rlgear.external.client`` (numpy + standard library) talks to the server; the
 environment could as well be a game engine or a robot.
 """
 
@@ -14,7 +14,7 @@ import time
 
 import gymnasium as gym
 
-from rlgear.client import Client
+from rlgear.external.client import Client
 
 
 def play(address: str, seed: int, token: str | None = None, max_steps: int | None = None) -> None:

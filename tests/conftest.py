@@ -36,7 +36,7 @@ def start_local_ray(num_cpus: int = 2) -> None:
     """
     if not HAS_RAY:
         pytest.skip("needs Ray: pip install 'rlgear[ray]'")
-    from rlgear.ray_session import init_ray
+    from rlgear.execution.ray_session import init_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     init_ray(num_cpus=num_cpus)
@@ -75,7 +75,7 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 def train_until_stop(trainer_cls: type, config_name: str, *overrides: str) -> dict[str, Any]:
     """Train a tuned config from ``configs/`` in-process (no run folder) until its stop criterion."""
     from rlgear import config as config_mod
-    from rlgear.runner import should_stop
+    from rlgear.run.runner import should_stop
 
     config = config_mod.load(
         CONFIGS / config_name,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlgear import config as config_mod
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.spaces import Box, Discrete
 
 Weights = dict[str, np.ndarray]

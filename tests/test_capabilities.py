@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlgear import config as config_mod
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.ppo import PPO
 from tests.conftest import small_config
@@ -39,7 +39,7 @@ def test_continuous_env_with_a_discrete_only_algorithm_fails_before_training(tmp
 
 def test_unsupported_backend_fails_before_any_env_is_built(tmp_path, monkeypatch):
     built = []
-    monkeypatch.setattr("rlgear.evaluator.Evaluator.__init__", lambda *a, **k: built.append(1))
+    monkeypatch.setattr("rlgear.execution.evaluator.Evaluator.__init__", lambda *a, **k: built.append(1))
     config = config_mod.resolve(small_config(tmp_path, backend="jax"))
     with pytest.raises(UnsupportedError, match="does not support backend 'jax' \\(supported: tf, torch\\)"):
         PPO(config)

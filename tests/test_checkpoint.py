@@ -1,4 +1,4 @@
-"""Tests of checkpoints: the file format (``rlgear.checkpoint``) and Trainer save/restore/load.
+"""Tests of checkpoints: the file format (``rlgear.run.checkpoint``) and Trainer save/restore/load.
 
 DESIGN.md, "Results and checkpoints": a checkpoint is written to a temporary
 folder and renamed into place (never half-written); weights in safetensors
@@ -23,10 +23,10 @@ import torch
 import yaml
 
 import rlgear
-from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import CheckpointError
+from rlgear.run import checkpoint as ckpt
 from rlgear.spaces import Discrete
 from rlgear.timestep import StepType, TimeStep
 

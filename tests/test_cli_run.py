@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlgear import checkpoint as ckpt
+from rlgear.run import checkpoint as ckpt
 from tests.conftest import small_config
 
 ENV = {**os.environ, "RLGEAR_DISABLE_PLUGIN_AUTOLOAD": "1"}

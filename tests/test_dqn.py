@@ -13,10 +13,10 @@ import torch
 
 from rlgear import config as config_mod
 from rlgear.errors import ConfigError, UnsupportedError
+from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS, PrioritizedReplayBuffer
 from rlgear.plugins.algorithms.dqn import DQN, DQNConfig
 from rlgear.plugins.algorithms.dqn.torch_policy import DQNTorchPolicy, QNetwork
 from rlgear.policy import PolicyState
-from rlgear.replay_buffers import NEXT_OBS, WEIGHTS, PrioritizedReplayBuffer
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.dqn import DQN
-from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
 from tests.conftest import BACKENDS

@@ -9,8 +9,8 @@ import pytest
 
 import rlgear
 from rlgear import config as config_mod
-from rlgear import registry
-from rlgear.evaluator import Evaluator
+from rlgear.discovery import registry
+from rlgear.execution.evaluator import Evaluator
 from rlgear.plugins.algorithms.ppo import PPO
 from rlgear.sample_batch import SampleBatch
 from rlgear.timestep import StepType

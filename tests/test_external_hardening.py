@@ -14,10 +14,10 @@ import time
 import numpy as np
 import pytest
 
-from rlgear.client import Client
 from rlgear.errors import ConfigError
+from rlgear.external.client import Client
+from rlgear.external.wire import ErrorCode, FrameDecoder, encode
 from rlgear.plugins.envs.external.server import RateLimitedLog
-from rlgear.wire import ErrorCode, FrameDecoder, encode
 from tests.test_external_server import Stepper, error_code, make_env, play_episode, raw, read_until_eof
 
 BOUNDED_OBS = {"type": "Box", "shape": [3], "dtype": "float32", "low": [-4.8, -1, -1], "high": [4.8, 1, 1]}

@@ -17,7 +17,7 @@ import pytest
 
 import rlgear
 from rlgear import config as config_mod
-from rlgear.evaluator import drop_invalid_rows
+from rlgear.execution.evaluator import drop_invalid_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.timestep import StepType
 
@@ -107,7 +107,7 @@ def test_ppo_solves_cartpole_from_8_client_processes_within_150k_env_steps(tmp_p
 VICTIM = """
 import json, sys, time
 import gymnasium as gym
-from rlgear.client import Client
+from rlgear.external.client import Client
 env = gym.make("CartPole-v1")
 client = Client(sys.argv[1])
 episode = 0

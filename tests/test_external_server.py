@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlgear import env as env_mod
-from rlgear.client import Client
 from rlgear.errors import ConfigError
+from rlgear.external.client import Client
+from rlgear.external.wire import ErrorCode, FrameDecoder, ServerError, WireError, encode
 from rlgear.plugins.envs.external import ExternalAdapter
 from rlgear.timestep import StepType
-from rlgear.wire import ErrorCode, FrameDecoder, ServerError, WireError, encode
 
 OBS_SPACE = {"type": "Box", "shape": [3], "dtype": "float32", "low": ["-inf"] * 3, "high": ["inf"] * 3}
 ACT_SPACE = {"type": "Discrete", "n": 2}
@@ -429,7 +429,7 @@ def _doc_recv(sock):
 
 
 def test_a_client_written_from_the_protocol_doc_plays_an_episode(server):
-    """Raw socket + struct + json + numpy only, as in docs/protocol.md section 9 (no rlgear.client/wire)."""
+    """Raw socket + struct + json + numpy only, as in docs/protocol.md section 9 (no rlgear.external.client/wire)."""
     host, port = server.address.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=10)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,4 +1,4 @@
-"""The external-env wire format (rlgear.wire): round trips, and a decoder that only ever raises WireError."""
+"""The external-env wire format (rlgear.external.wire): round trips, and a decoder that only ever raises WireError."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rlgear.wire import DTYPES, ErrorCode, FrameDecoder, WireError, decode_body, encode
+from rlgear.external.wire import DTYPES, ErrorCode, FrameDecoder, WireError, decode_body, encode
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -136,10 +136,10 @@ def test_array_bytes_must_match_the_announced_shape():
 def test_no_pickle_in_the_wire_module():
     import inspect
 
-    import rlgear.client
-    import rlgear.wire
+    import rlgear.external.client
+    import rlgear.external.wire
 
-    for module in (rlgear.wire, rlgear.client):
+    for module in (rlgear.external.wire, rlgear.external.client):
         source = inspect.getsource(module)
         for banned in ("import pickle", "pickle.load", "np.load(", "allow_pickle", "marshal"):
             assert banned not in source, (module.__name__, banned)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlgear import registry
+from rlgear.discovery import registry
 from tests.conftest import small_config
 
 PPO = registry.load_algorithm("ppo")

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlgear import registry, value_ops
+from rlgear import value_ops
 from rlgear.config import resolve
+from rlgear.discovery import registry
 from rlgear.errors import ConfigError
 from rlgear.plugins.algorithms.a3c import A3C
 from rlgear.plugins.algorithms.impala import IMPALA
@@ -448,7 +449,7 @@ def test_runs_with_no_workers_where_ray_cannot_be_imported(tmp_path, algorithm):
     out = run_without_ray(
         f"""
         import json, sys
-        from rlgear import registry
+        from rlgear.discovery import registry
         trainer_cls = registry.load_algorithm({algorithm!r})
         trainer = trainer_cls({{"algorithm": {algorithm!r}, "seed": 0, "env": {{"name": "CartPole-v1"}},
                                 "workers": {{"num_workers": 0, "num_envs_per_worker": 2,

@@ -24,7 +24,7 @@ pytestmark = needs_ray
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
-    from rlgear.ray_session import init_ray, shutdown_ray
+    from rlgear.execution.ray_session import init_ray, shutdown_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     init_ray(num_cpus=2)

@@ -16,11 +16,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import NonFiniteError
-from rlgear.runner import STOP_RECORD, run
+from rlgear.run import checkpoint as ckpt
+from rlgear.run.runner import STOP_RECORD, run
 from rlgear.sample_batch import SampleBatch as SB
 from tests.conftest import BACKENDS, small_config
 from tests.numpy_reference import CARTPOLE_ACT, CARTPOLE_OBS, make_policy, resolve

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlgear.wire import encode
+from rlgear.external.wire import encode
 from tests.test_external_server import Stepper, make_env
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
@@ -88,7 +88,7 @@ def test_the_json_examples_are_what_the_server_accepts_and_answers():
 
 def _session(sock):
     """send/recv of whole frames with the rlgear wire codec (the session test above uses the doc's own)."""
-    from rlgear.wire import FrameDecoder
+    from rlgear.external.wire import FrameDecoder
 
     decoder = FrameDecoder()
     pending: list = []

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from rlgear import config as config_mod
-from rlgear import registry
-from rlgear.async_ops import AsyncGradients, AsyncSampler
-from rlgear.evaluator import WorkerSet
+from rlgear.discovery import registry
+from rlgear.execution.async_ops import AsyncGradients, AsyncSampler
+from rlgear.execution.evaluator import WorkerSet
 from rlgear.sample_batch import SampleBatch
 from tests.conftest import HAS_RAY, small_config, start_local_ray
 
@@ -26,7 +26,7 @@ PPO = registry.load_algorithm("ppo")
 def ray_session():
     start_local_ray(num_cpus=2)
     yield
-    from rlgear.ray_session import shutdown_ray
+    from rlgear.execution.ray_session import shutdown_ray
 
     shutdown_ray(force=True)
 

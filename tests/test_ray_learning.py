@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from rlgear import registry
+from rlgear.discovery import registry
 from tests.conftest import needs_ray, train_until_stop
 
 # Every test here trains on remote workers: each is skipped, with the reason, without Ray.
@@ -15,7 +15,7 @@ pytestmark = needs_ray
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session():
-    from rlgear.ray_session import init_ray, shutdown_ray
+    from rlgear.execution.ray_session import init_ray, shutdown_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     init_ray(num_cpus=2)

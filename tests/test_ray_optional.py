@@ -45,8 +45,8 @@ def test_a_run_with_no_workers_trains_where_ray_cannot_be_imported(tmp_path):
     out = run_without_ray(
         f"""
         import json, sys
-        import rlgear.async_ops, rlgear.ray_session, rlgear.remote_worker  # importable without Ray
-        from rlgear import registry
+        import rlgear.execution.async_ops, rlgear.execution.ray_session, rlgear.execution.remote_worker  # importable without Ray
+        from rlgear.discovery import registry
         ppo = registry.load_algorithm("ppo")
         trainer = ppo({{"algorithm": "ppo", "seed": 0, "env": {{"name": "CartPole-v1"}},
                         "workers": {{"num_workers": 0, "num_envs_per_worker": 2}},
@@ -68,7 +68,7 @@ def test_asking_for_workers_without_ray_says_what_to_install(tmp_path):
     out = run_without_ray(
         """
         import json
-        from rlgear import registry
+        from rlgear.discovery import registry
         from rlgear.errors import PluginError
         ppo = registry.load_algorithm("ppo")
         try:

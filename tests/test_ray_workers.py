@@ -17,9 +17,9 @@ import warnings
 import numpy as np
 import pytest
 
-from rlgear import registry
-from rlgear.hooks import hookimpl
-from rlgear.ray_session import RayResourceError, WorkerFailureError
+from rlgear import hookimpl
+from rlgear.discovery import registry
+from rlgear.execution.ray_session import RayResourceError, WorkerFailureError
 from rlgear.sample_batch import SampleBatch
 from tests.conftest import HAS_RAY, small_config, start_local_ray
 
@@ -31,7 +31,7 @@ if HAS_RAY:  # the tests that use it ask for the ray_session fixture, which skip
 def ray_session():
     start_local_ray(num_cpus=2)
     yield
-    from rlgear.ray_session import shutdown_ray
+    from rlgear.execution.ray_session import shutdown_ray
 
     shutdown_ray(force=True)
 
@@ -60,7 +60,7 @@ class CheckedPPO(PPO):
         self.sampled_steps: list[int] = []
 
     def training_step(self):
-        from rlgear.rollout_ops import synchronous_parallel_sample, train_one_step
+        from rlgear.execution.rollout_ops import synchronous_parallel_sample, train_one_step
 
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
         logits = self.policy.action_distribution_inputs(batch[SampleBatch.OBS])
@@ -142,7 +142,7 @@ def test_remote_workers_do_the_sampling_with_their_own_seeds(trainer):
 def test_a_synchronous_batch_is_laid_out_in_worker_order_whichever_worker_answers_first(trainer, monkeypatch):
     # Arrival order depends on timing; if it decided the row order, the learner's seeded
     # minibatch shuffle would differ from run to run and a seeded run would not repeat.
-    from rlgear import async_ops
+    from rlgear.execution import async_ops
 
     arrivals: list[int] = []
     wait = async_ops.RequestPool.wait
@@ -233,7 +233,7 @@ def test_run_stops_with_a_clear_error_after_max_restarts(trainer, tmp_path):
 
 
 def test_more_worker_cpus_than_cores_warns_before_a_local_ray_starts(monkeypatch):
-    from rlgear.remote_worker import warn_if_oversubscribed
+    from rlgear.execution.remote_worker import warn_if_oversubscribed
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     with pytest.warns(RuntimeWarning, match=r"4 workers x 1 CPU = 4 CPUs on a machine with 2 cores"):

@@ -1,4 +1,4 @@
-"""Tests of plugin discovery (``rlgear.registry``) and callback hooks (``rlgear.hooks``).
+"""Tests of plugin discovery (``rlgear.discovery.registry``) and callback hooks (``rlgear.discovery.hooks``).
 
 Third-party and broken plugins are simulated without installing anything: a
 ``*.dist-info`` folder with ``METADATA`` and ``entry_points.txt`` next to the
@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 import rlgear
-from rlgear import hooks, registry
+from rlgear.discovery import hooks, registry
 from rlgear.errors import PluginError, RLGearError
 from tests.conftest import small_config
 
@@ -526,7 +526,7 @@ def test_a_hook_plugin_that_fails_to_import_is_reported_without_a_traceback(wron
 
 
 def test_a_missing_submodule_of_an_installed_package_is_named_without_an_install_hint():
-    from rlgear.registry import missing_dependency_hint
+    from rlgear.discovery.registry import missing_dependency_hint
 
     hint = missing_dependency_hint(ModuleNotFoundError("No module named 'json.nosuch'", name="json.nosuch"))
     assert hint == (
@@ -538,7 +538,8 @@ def test_a_missing_submodule_of_an_installed_package_is_named_without_an_install
 
 
 def test_the_support_matrix_has_no_column_for_a_broken_backend(monkeypatch, capsys):
-    from rlgear import cli, registry
+    from rlgear import cli
+    from rlgear.discovery import registry
 
     reports = registry.inspect_all()
     broken = registry.PluginReport(
@@ -632,7 +633,8 @@ def test_a_third_party_ppo_does_not_break_the_built_in_and_a_config_can_pick_it(
     probe = textwrap.dedent(
         """
         import warnings
-        from rlgear import config, registry
+        from rlgear import config
+        from rlgear.discovery import registry
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             print(registry.load_algorithm("ppo").__name__)

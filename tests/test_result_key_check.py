@@ -7,7 +7,7 @@ import pytest
 from rlgear import config as config_mod
 from rlgear import hookimpl
 from rlgear.errors import ConfigError
-from rlgear.runner import run
+from rlgear.run.runner import run
 from rlgear.tune.experiment import run as tune_run
 from tests.conftest import small_config
 

@@ -6,8 +6,8 @@ import json
 import struct
 
 from rlgear import config as config_mod
-from rlgear.logger import DISCARDED_FILE, discard_results_after
-from rlgear.runner import run
+from rlgear.run.logger import DISCARDED_FILE, discard_results_after
+from rlgear.run.runner import run
 from tests.conftest import small_config
 
 

@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 
 from rlgear import config as config_mod
-from rlgear.evaluator import WorkerSet
-from rlgear.plugins.algorithms.ppo import PPO
-from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
-from rlgear.rollout_ops import (
+from rlgear.execution.evaluator import WorkerSet
+from rlgear.execution.rollout_ops import (
     concat_batches,
     concurrently,
     parallel_rollouts,
@@ -20,6 +18,8 @@ from rlgear.rollout_ops import (
     synchronous_parallel_sample,
     train_one_step,
 )
+from rlgear.plugins.algorithms.ppo import PPO
+from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
 from rlgear.sample_batch import SampleBatch
 from tests.conftest import small_config
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.scheduler import Trial, TrialScheduler, TrialStatus
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from rlgear import config as config_mod
-from rlgear.client import Client
 from rlgear.errors import ConfigError
-from rlgear.runner import run
+from rlgear.external.client import Client
+from rlgear.run.runner import run
 from rlgear.scheduler import Trial
 from rlgear.tune import experiment_state as es
 from tests.test_external_learning import ROOT, _wait_address

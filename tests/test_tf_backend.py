@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlgear import config as config_mod
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import PluginError, UnsupportedError
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch as SB

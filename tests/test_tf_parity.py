@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from rlgear import config as config_mod
-from rlgear import registry
 from rlgear.cli import main as cli_main
-from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.discovery import registry
+from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType
@@ -363,7 +363,7 @@ def train_checkpoint(tmp_path, backend):
 def test_a_checkpoint_of_one_backend_is_evaluated_by_the_other(
     tmp_path, capsys, trained_with, evaluated_with
 ):
-    from rlgear import agent
+    from rlgear.run import agent
 
     run_dir = train_checkpoint(tmp_path, trained_with)
     code = cli_main(["evaluate", str(run_dir), "--episodes", "2", "--set", f"backend={evaluated_with}"])

@@ -19,12 +19,12 @@ import torch
 import torch.distributions as td
 
 from rlgear import config as config_mod
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import ConfigError, PluginError
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch import Categorical, DiagGaussian
 from rlgear.policy import flatten_observations
 from rlgear.sample_batch import SampleBatch
-from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep
 

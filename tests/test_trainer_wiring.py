@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import rlgear
-from rlgear import registry
-from rlgear.metrics import MetricsWindow
-from rlgear.replay_buffers import BATCH_INDEXES, WEIGHTS
+from rlgear.discovery import registry
+from rlgear.execution.metrics import MetricsWindow
+from rlgear.execution.replay_buffers import BATCH_INDEXES, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
 from tests.conftest import small_config

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rlgear
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.scheduler import Trial
 from rlgear.tune.config import TuneConfig
 from rlgear.tune.executor import LocalExecutor

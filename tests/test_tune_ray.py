@@ -18,7 +18,7 @@ from tests.conftest import needs_ray, small_config, start_local_ray
 def ray_session():
     start_local_ray(num_cpus=2)
     yield
-    from rlgear.ray_session import shutdown_ray
+    from rlgear.execution.ray_session import shutdown_ray
 
     shutdown_ray()
 
@@ -70,7 +70,7 @@ def test_tuner_runs_an_rlgear_trainer_and_its_checkpoint_restores(tmp_path, ray_
     assert result.checkpoint is not None
 
     # The checkpoint Tune kept restores into a fresh rlgear trainer, counters included.
-    trainer_cls = rlgear.registry.load_algorithm("ppo")
+    trainer_cls = rlgear.discovery.registry.load_algorithm("ppo")
     with result.checkpoint.as_directory() as folder:
         trainer = trainer_cls(small_config(tmp_path))
         try:

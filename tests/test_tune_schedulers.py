@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import ConfigError, PluginError
 from rlgear.scheduler import Trial, TrialScheduler, TrialStatus
 from rlgear.tune.config import TuneConfig, make_scheduler

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlgear import checkpoint as ckpt
 from rlgear.errors import CheckpointError
+from rlgear.run import checkpoint as ckpt
 
 _ids = itertools.count()
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlgear import registry
 from rlgear.config import check_result_key
+from rlgear.config.schema import build, doc
+from rlgear.discovery import registry
 from rlgear.errors import ConfigError, PluginError, did_you_mean
-from rlgear.schema import build, doc
 
 Fail = Callable[[str, str], ConfigError]
 

@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from rlgear import registry
 from rlgear.config import RunConfig
+from rlgear.discovery import registry
 from rlgear.scheduler import Trial
 
 

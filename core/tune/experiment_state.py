@@ -18,7 +18,7 @@ from typing import Any
 import rlgear
 from rlgear.config import redact_secrets
 from rlgear.errors import CheckpointError
-from rlgear.logger import jsonable
+from rlgear.run.logger import jsonable
 from rlgear.scheduler import Trial, TrialStatus
 
 STATE_FILE = "experiment_state.json"

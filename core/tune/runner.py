@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.errors import RLGearError
-from rlgear.logger import ResultLogger
-from rlgear.runner import interrupt_handler, should_stop
+from rlgear.run import checkpoint as ckpt
+from rlgear.run.logger import ResultLogger
+from rlgear.run.runner import interrupt_handler, should_stop
 from rlgear.scheduler import Trial, TrialScheduler, TrialStatus
 from rlgear.tune import experiment_state as es
 from rlgear.tune.checkpoint_store import CheckpointStore, TrialCheckpoint

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.config.schema import SEARCH_SPACE_KEYS, is_search_space
 from rlgear.errors import ConfigError
-from rlgear.schema import SEARCH_SPACE_KEYS, is_search_space
 
 Fail = Callable[[str, str], ConfigError]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rlgear import registry
+from rlgear.discovery import registry
 from rlgear.errors import PluginError
 
 CHECKPOINT_SUBDIR = "rlgear_checkpoint"

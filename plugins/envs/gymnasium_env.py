@@ -16,9 +16,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
+from rlgear.discovery.registry import resolve_object
 from rlgear.env import EnvAdapter, VectorEnv
 from rlgear.errors import ConfigError, NonFiniteError, PluginError, did_you_mean
-from rlgear.registry import resolve_object
 from rlgear.spaces import Box, Discrete, Space
 from rlgear.timestep import StepType, TimeStep
 

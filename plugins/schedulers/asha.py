@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.config.schema import doc
 from rlgear.errors import ConfigError
 from rlgear.scheduler import Trial, TrialRunnerView, TrialScheduler
-from rlgear.schema import doc
 from rlgear.tune.display import metric_value
 
 

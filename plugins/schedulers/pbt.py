@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from rlgear import registry
+from rlgear.config.schema import doc, is_search_space
+from rlgear.discovery import registry
 from rlgear.errors import CheckpointError, ConfigError
 from rlgear.scheduler import Trial, TrialRunnerView, TrialScheduler, TrialStatus
-from rlgear.schema import doc, is_search_space
 from rlgear.tune.display import metric_value
 from rlgear.tune.search_space import Domain, get_path, parse, set_path
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlgear.config import RunConfig
+from rlgear.execution.postprocessing import add_gae, trainable_rows
 from rlgear.plugins.algorithms.a2c.config import A2CConfig
-from rlgear.postprocessing import add_gae, trainable_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 

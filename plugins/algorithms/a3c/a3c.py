@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlgear.async_ops import AsyncGradients
 from rlgear.config import RunConfig
+from rlgear.execution.async_ops import AsyncGradients
+from rlgear.execution.postprocessing import add_gae, trainable_rows
 from rlgear.plugins.algorithms.a3c.config import A3CConfig
-from rlgear.postprocessing import add_gae, trainable_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 

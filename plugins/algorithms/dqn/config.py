@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rlgear.config import TrainingConfig
-from rlgear.schema import doc
+from rlgear.config.schema import doc
 
 
 @dataclass

@@ -24,11 +24,16 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.errors import CheckpointError
+from rlgear.execution.replay_buffers import (
+    BATCH_INDEXES,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    n_step_transitions,
+)
+from rlgear.execution.rollout_ops import replay, synchronous_parallel_sample
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
-from rlgear.replay_buffers import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer, n_step_transitions
-from rlgear.rollout_ops import replay, synchronous_parallel_sample
 from rlgear.sample_batch import SampleBatch
-from rlgear.schedules import piecewise_linear
 from rlgear.trainer import Trainer
 
 # Changing these needs another replay buffer, so reset_config() refuses them.

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
 from rlgear.plugins.backends.tf import ACTIVATIONS, Dense, TFPolicy, build_model, named_variables, tf
-from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
-from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Discrete, Space, flat_dim
 from rlgear.timestep import TimeStep
 

@@ -11,12 +11,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
 from rlgear.plugins.backends.torch import TorchPolicy, build_model
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
-from rlgear.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
-from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Discrete, Space, flat_dim
 from rlgear.timestep import TimeStep
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.async_ops import AsyncSampler
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
+from rlgear.execution.async_ops import AsyncSampler
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer

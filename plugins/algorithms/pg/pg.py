@@ -33,8 +33,8 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
+from rlgear.execution.postprocessing import add_discounted_returns, trainable_rows
 from rlgear.plugins.algorithms.pg.config import PGConfig
-from rlgear.postprocessing import add_discounted_returns, trainable_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlgear.config import TrainingConfig
-from rlgear.schema import doc
+from rlgear.config.schema import doc
 
 
 @dataclass

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
 from rlgear.sample_batch import SampleBatch as SB
-from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Space
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
-from rlgear.schedules import piecewise_linear
 
 
 class PPOTorchPolicy(TorchPolicy):

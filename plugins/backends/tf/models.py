@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.plugins.backends.tf.runtime import tf
-from rlgear.registry import resolve_object
 from rlgear.spaces import Box, Space, flat_dim
 
 ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {

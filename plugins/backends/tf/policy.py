@@ -26,14 +26,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlgear.inference import NumpyActorCritic
+from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.tf.distributions import distribution_class
 from rlgear.plugins.backends.tf.models import ActorCriticMLP, build_model, named_variables
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.policy import Policy, PolicyState, action_dim, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
-from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Box, Discrete, Space, flat_dim
 from rlgear.timestep import TimeStep
 

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
-from rlgear.registry import resolve_object
 from rlgear.spaces import Box, Space, flat_dim
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}

@@ -13,13 +13,13 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from rlgear.inference import NumpyActorCritic
+from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.distributions import distribution_class
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.plugins.backends.torch.optimizers import make_optimizer
 from rlgear.policy import Policy, PolicyState, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
-from rlgear.schedules import piecewise_linear
 from rlgear.spaces import Box, Discrete, Space
 from rlgear.timestep import TimeStep
 

@@ -1,7 +1,7 @@
 """External environments: a policy server that clients connect to over TCP.
 
 ``env.adapter: external`` turns each connected client (a game engine, a robot,
-a simulator in another language, written with :mod:`rlgear.client` or from
+a simulator in another language, written with :mod:`rlgear.external.client` or from
 ``docs/protocol.md``) into one slot of a vector env, so every algorithm trains
 from connected clients unchanged. Settings come from ``env.kwargs``
 (:class:`~rlgear.plugins.envs.external.settings.ServerSettings`).

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.errors import ConfigError
-from rlgear.spaces import Box, Discrete
-from rlgear.wire import (
+from rlgear.external.wire import (
     FLOAT32_MAX,
     PROTOCOL_VERSION,
     ErrorCode,
@@ -41,6 +40,7 @@ from rlgear.wire import (
     encode,
     error_frame,
 )
+from rlgear.spaces import Box, Discrete
 
 from .settings import ServerSettings, rss_mb
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from rlgear.config import REDACTED
 from rlgear.errors import ConfigError, did_you_mean
+from rlgear.external.wire import DEFAULT_MAX_MESSAGE_BYTES
 from rlgear.spaces import Space, space_from_json
-from rlgear.wire import DEFAULT_MAX_MESSAGE_BYTES
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 

@@ -30,9 +30,9 @@ import numpy as np
 
 from rlgear.env import EnvAdapter, EnvInterrupted, VectorEnv, stop_requested
 from rlgear.errors import ConfigError
+from rlgear.external.wire import ErrorCode, encode
 from rlgear.spaces import Discrete
 from rlgear.timestep import StepType, TimeStep
-from rlgear.wire import ErrorCode, encode
 
 from .server import Connection, PolicyServer
 from .settings import parse_settings
@@ -214,7 +214,7 @@ class ExternalVectorEnv(VectorEnv):
 class ExternalAdapter(EnvAdapter):
     """``env.adapter: external``: a policy server that environments connect to over TCP."""
 
-    description = "external envs: clients connect over TCP (rlgear.client, docs/protocol.md)"
+    description = "external envs: clients connect over TCP (rlgear.external.client, docs/protocol.md)"
 
     def make(
         self,

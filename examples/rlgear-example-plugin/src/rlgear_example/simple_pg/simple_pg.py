@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from rlgear.config import RunConfig
-from rlgear.postprocessing import trainable_rows
-from rlgear.rollout_ops import synchronous_parallel_sample
+from rlgear.execution.postprocessing import trainable_rows
+from rlgear.execution.rollout_ops import synchronous_parallel_sample
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
 from rlgear.value_ops import discounted_return

@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from rlgear.serve import serve
+    from rlgear.external.serve import serve
 
     serve(args.config, args.overrides, resume=args.resume, progress=args.progress)
     return 0
@@ -99,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from rlgear import config as config_mod
-    from rlgear.runner import run
+    from rlgear.run.runner import run
 
     config = config_mod.load(args.config, args.overrides)
     run(config, resume=args.resume, progress=args.progress)
@@ -128,9 +128,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rlgear import registry
-    from rlgear.agent import checkpoint_config, load_weights
-    from rlgear.evaluator import Evaluator
+    from rlgear.discovery import registry
+    from rlgear.execution.evaluator import Evaluator
+    from rlgear.run.agent import checkpoint_config, load_weights
 
     if args.episodes <= 0:
         raise RLGearError(f"--episodes: expected a positive number, got {args.episodes}")
@@ -164,7 +164,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from rlgear import registry
+    from rlgear.discovery import registry
 
     console = Console()
     reports = registry.inspect_all()

@@ -41,7 +41,7 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
     env steps (transitions) it holds.
     """
     if getattr(workers, "has_remote_workers", False):  # remote workers sample, the local one only learns
-        from rlgear.async_ops import synchronous_remote_sample
+        from rlgear.execution.async_ops import synchronous_remote_sample
 
         return synchronous_remote_sample(workers, min_env_steps)
     per_round = sum(worker.steps_per_sample for worker in workers.workers())
@@ -62,12 +62,12 @@ def parallel_rollouts(workers: Any, mode: str = "sync") -> Iterator[tuple[Sample
     ``mode="sync"`` waits for every worker each round; ``mode="async"`` yields
     each remote worker's batch as soon as it arrives, keeping
     ``workers.max_requests_in_flight_per_worker`` requests queued per worker
-    (:class:`rlgear.async_ops.AsyncSampler`).
+    (:class:`rlgear.execution.async_ops.AsyncSampler`).
     """
     if mode not in ("sync", "async"):
         raise ValueError(f"parallel_rollouts mode {mode!r} is not available; use 'sync' or 'async'")
     if mode == "async":
-        from rlgear.async_ops import AsyncSampler
+        from rlgear.execution.async_ops import AsyncSampler
 
         sampler = AsyncSampler(workers, workers.config.workers.max_requests_in_flight_per_worker)
         while True:

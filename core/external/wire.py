@@ -1,6 +1,6 @@
 """The external-env wire format: length-prefixed frames with a JSON header and raw array bytes.
 
-Shared by :mod:`rlgear.client` and the ``external`` env server, and written
+Shared by :mod:`rlgear.external.client` and the ``external`` env server, and written
 so that a client in any language can speak it (``docs/protocol.md`` is the
 specification; keep the two in step). A frame is::
 

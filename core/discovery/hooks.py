@@ -11,10 +11,9 @@ from typing import Any
 import pluggy
 
 from rlgear import hookspecs
+from rlgear.discovery.registry import HOOKS_GROUP, describe_load_error
 from rlgear.errors import PluginError, RunError, did_you_mean
-from rlgear.registry import HOOKS_GROUP, describe_load_error
-
-hookimpl = pluggy.HookimplMarker("rlgear")
+from rlgear.hookspecs import hookimpl as hookimpl  # re-exported: the old home of the marker
 
 AUTOLOAD_ENV_VAR = "RLGEAR_DISABLE_PLUGIN_AUTOLOAD"
 HOOK_NAMES = sorted(name for name in dir(hookspecs) if name.startswith("on_"))

@@ -2,7 +2,7 @@
 
 Your environment runs wherever it runs and asks the learner for actions::
 
-    from rlgear.client import Client
+    from rlgear.external.client import Client
 
     client = Client("127.0.0.1:9900", token=None)
     action = client.init(observation)                 # starts an episode
@@ -17,7 +17,7 @@ When the connection drops, the client reconnects with exponential backoff
 (and jitter) and continues: the server has discarded the unfinished episode,
 so the observation in hand starts a new one there. Errors that retrying
 cannot fix (wrong token, wrong observation shape) raise
-:class:`~rlgear.wire.ServerError`. The wire format is ``docs/protocol.md``.
+:class:`~rlgear.external.wire.ServerError`. The wire format is ``docs/protocol.md``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.spaces import Discrete, Space, space_from_json
-from rlgear.wire import (
+from rlgear.external.wire import (
     PROTOCOL_VERSION,
     ErrorCode,
     Message,
@@ -40,6 +39,7 @@ from rlgear.wire import (
     encode,
     recv_message,
 )
+from rlgear.spaces import Discrete, Space, space_from_json
 
 #: Error codes worth retrying (elsewhere or later): the server is busy or restarting.
 RETRYABLE = {ErrorCode.SERVER_FULL, ErrorCode.OVERLOADED, ErrorCode.SHUTTING_DOWN, ErrorCode.TIMEOUT}

@@ -1,4 +1,4 @@
-"""The Ray-actor form of an :class:`~rlgear.evaluator.Evaluator`.
+"""The Ray-actor form of an :class:`~rlgear.execution.evaluator.Evaluator`.
 
 :class:`RemoteEvaluator` is a plain class; :func:`make_actor_class` turns it
 into a Ray actor class only when remote workers are asked for, so importing
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.evaluator import Evaluator, PostprocessFn, env_seed, worker_seed
+from rlgear.execution.evaluator import Evaluator, PostprocessFn, env_seed, worker_seed
 from rlgear.sample_batch import SampleBatch
 
 
@@ -58,12 +58,12 @@ class RemoteEvaluator:
     ):
         seed = worker_seed(config.seed, worker_index)
         if backend_class is None:
-            from rlgear import registry
+            from rlgear.discovery import registry
 
             backend_class = registry.load_backend(config.backend)
         self.backend = backend_class()
         self.backend.setup(config.workers.num_cpus_per_worker, seed)
-        from rlgear.hooks import make_plugin_manager
+        from rlgear.discovery.hooks import make_plugin_manager
 
         hooks = make_plugin_manager(hook_plugins)
         # The policy's action sampling is seeded from config.seed: give each worker
@@ -128,7 +128,7 @@ def make_actor_class(num_cpus: float, num_gpus: float) -> Any:
     the current weights (Ray's own restart would rerun ``__init__`` with the
     initial weights and hide the failure from the restart count).
     """
-    from rlgear.ray_session import import_ray
+    from rlgear.execution.ray_session import import_ray
 
     ray = import_ray()
     return ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0, max_concurrency=1)(
@@ -142,7 +142,7 @@ def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None
     A local Ray is started with exactly the CPUs the workers ask for, so such a
     run still works, but its workers share cores and sample slower than fewer
     workers would: the user should know. (A cluster, or a Ray the user started,
-    has its own CPU count, checked by :func:`rlgear.ray_session.check_resources`.)
+    has its own CPU count, checked by :func:`rlgear.execution.ray_session.check_resources`.)
     """
     asked, cores = num_workers * num_cpus_per_worker, os.cpu_count() or 1
     if asked > cores:
@@ -159,7 +159,7 @@ class RemoteWorkerFactory:
     """Starts, health-checks and kills the remote evaluator actors of one WorkerSet.
 
     Created only when ``workers.num_workers > 0``: it starts (or attaches to)
-    Ray through :func:`rlgear.ray_session.init_ray` and checks up front that
+    Ray through :func:`rlgear.execution.ray_session.init_ray` and checks up front that
     the cluster can ever hold the workers.
     """
 
@@ -172,7 +172,7 @@ class RemoteWorkerFactory:
         hooks: Any = None,
         check_spaces: Callable[[Any, Any, Any], None] | None = None,
     ):
-        from rlgear import ray_session
+        from rlgear.execution import ray_session
 
         w = config.workers
         started_local_ray = ray_session.init_ray(
@@ -197,7 +197,7 @@ class RemoteWorkerFactory:
             return []
         import importlib.metadata
 
-        from rlgear.registry import HOOKS_GROUP
+        from rlgear.discovery.registry import HOOKS_GROUP
 
         entry_point_names = {ep.name for ep in importlib.metadata.entry_points(group=HOOKS_GROUP)}
         plugins = []
@@ -221,7 +221,7 @@ class RemoteWorkerFactory:
 
         Returned once each answers; workers that can't be placed give a resource error.
         """
-        from rlgear.ray_session import RayResourceError
+        from rlgear.execution.ray_session import RayResourceError
 
         launched = {worker_id: self.launch(worker_id, config) for worker_id in worker_ids}
         handles = {worker_id: handle for worker_id, (handle, _) in launched.items()}
@@ -257,7 +257,7 @@ class RemoteWorkerFactory:
             self.ray.kill(handle, no_restart=True)
 
     def check_restart_allowed(self, worker_id: int, restarts: int, error: BaseException | None) -> None:
-        from rlgear.ray_session import WorkerFailureError
+        from rlgear.execution.ray_session import WorkerFailureError
 
         w = self.config.workers
         why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}" if error else ""
@@ -279,7 +279,7 @@ class RemoteWorkerFactory:
         back as itself, so the CLI shows its message, not a Ray traceback.
         """
         from rlgear.errors import RLGearError
-        from rlgear.ray_session import is_actor_failure
+        from rlgear.execution.ray_session import is_actor_failure
 
         if is_actor_failure(err):
             return

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import yaml
 
+from rlgear.config.schema import build, doc, is_search_space
 from rlgear.errors import ConfigError, PluginError, did_you_mean
-from rlgear.schema import build, doc, is_search_space
 
 
 @dataclass
@@ -402,7 +402,7 @@ def resolve(
             f"expected an algorithm name (a string, or {{name: ..., package: ...}}), got {raw['algorithm']!r}",
         )
     if training_class is None:
-        from rlgear import registry
+        from rlgear.discovery import registry
 
         try:
             training_class = registry.load_algorithm(raw["algorithm"]).config_class

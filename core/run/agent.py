@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
-from rlgear import registry
 from rlgear.config import RunConfig
+from rlgear.discovery import registry
 from rlgear.errors import CheckpointError
+from rlgear.run import checkpoint as ckpt
 from rlgear.spaces import Discrete, space_from_json
 from rlgear.timestep import StepType, TimeStep
 

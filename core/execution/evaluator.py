@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from rlgear import hooks as hooks_mod
-from rlgear.metrics import Episode
-from rlgear.postprocessing import trainable_rows
+from rlgear.discovery import hooks as hooks_mod
+from rlgear.execution.metrics import Episode
+from rlgear.execution.postprocessing import trainable_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box
 from rlgear.timestep import StepType, TimeStep
@@ -94,7 +94,7 @@ class Evaluator:
         policy_class: the algorithm's policy class for the backend in use.
         env_adapter_class: the EnvAdapter plugin class.
         postprocess_fn: ``(fragment, policy, config) -> rows``; see
-            :mod:`rlgear.postprocessing`.
+            :mod:`rlgear.execution.postprocessing`.
         worker_index: 0 for the local (driver) evaluator, 1.. for remote ones.
         hooks: a pluggy plugin manager (``on_episode_start/end``, ``on_sample_end``).
     """
@@ -406,7 +406,7 @@ class WorkerSet:
         self.last_weights_ref: Any = None
         if config.workers.num_workers > 0:
             try:
-                from rlgear import remote_worker
+                from rlgear.execution import remote_worker
 
                 self._remote = remote_worker.RemoteWorkerFactory(
                     config, policy_class, env_adapter_class, postprocess_fn, hooks, check_spaces
@@ -476,7 +476,7 @@ class WorkerSet:
         handle when it answered at once). Idempotent per failure: when the slot
         already holds another handle, or is already pending (an op saw the same
         death first), that is returned. Raises
-        :class:`~rlgear.ray_session.WorkerFailureError` when recreation is off
+        :class:`~rlgear.execution.ray_session.WorkerFailureError` when recreation is off
         or ``workers.max_restarts`` is used up.
         """
         current = self._slots.get(worker_id)
@@ -533,7 +533,7 @@ class WorkerSet:
         without a worker, so the run waits for the cluster to place the
         replacements, then stops with an error naming why they did not start.
         """
-        from rlgear.ray_session import WorkerFailureError
+        from rlgear.execution.ray_session import WorkerFailureError
 
         timeout = self.config.workers.ray.worker_start_timeout_s
         deadline = time.monotonic() + timeout

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.remote_worker import writable
+from rlgear.execution.remote_worker import writable
 from rlgear.sample_batch import SampleBatch
 
 
@@ -138,12 +138,12 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     """One synchronous round set over the remote workers (the local evaluator only learns).
 
     Every live worker gets the same number of sample requests, fixed up front
-    as in :func:`rlgear.rollout_ops.synchronous_parallel_sample`. A worker
+    as in :func:`rlgear.execution.rollout_ops.synchronous_parallel_sample`. A worker
     that dies has its unanswered share re-issued: to its replacement once that
     answers (it starts with the current weights), meanwhile to the live
     workers, so the batch holds only current-policy samples and each
     transition once. With no live worker it waits for one
-    (:meth:`~rlgear.evaluator.WorkerSet.wait_for_live_workers`).
+    (:meth:`~rlgear.execution.evaluator.WorkerSet.wait_for_live_workers`).
     """
     workers.poll_replacements()
     if not workers.remote_worker_ids:

@@ -24,14 +24,14 @@ from typing import Any
 
 import yaml
 
-from rlgear import checkpoint as ckpt
 from rlgear import config as config_mod
 from rlgear import env as env_mod
-from rlgear import registry
 from rlgear.config import RunConfig
+from rlgear.discovery import registry
 from rlgear.errors import CheckpointError, ConfigError, RLGearError
-from rlgear.logger import DISCARDED_FILE, ResultLogger, discard_results_after
-from rlgear.progress import Progress, summary_line
+from rlgear.run import checkpoint as ckpt
+from rlgear.run.logger import DISCARDED_FILE, ResultLogger, discard_results_after
+from rlgear.run.progress import Progress, summary_line
 
 # Sections a resumed run may change (how long to run, how to save and log).
 RESUMABLE_CHANGES = ("stop", "checkpoint", "logging")

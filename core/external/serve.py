@@ -3,7 +3,7 @@
 The same run as ``rlgear train`` (run folder, checkpoints on schedule and on
 Ctrl-C/SIGTERM, stop criteria), for a config whose ``env.adapter`` is
 ``external``. The env adapter prints the address it listens on; clients
-(``rlgear.client`` or any implementation of ``docs/protocol.md``) connect
+(``rlgear.external.client`` or any implementation of ``docs/protocol.md``) connect
 there and each plays one env slot.
 """
 
@@ -24,7 +24,7 @@ def serve(
     progress: str | None = None,
 ) -> dict[str, Any]:
     """Load ``config_path``, check it serves external envs, and run it; returns the last result."""
-    from rlgear.runner import run
+    from rlgear.run.runner import run
 
     config = config_mod.load(config_path, overrides)
     if config.env.adapter != "external":

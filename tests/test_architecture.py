@@ -1,0 +1,168 @@
+"""The layering rules of docs/architecture.md, enforced by import-linter (``.importlinter``).
+
+``lint-imports`` reads every import in the package, function-level ones included,
+so a lazy ``import torch`` inside core breaks the build as surely as one at the top.
+The contract lists core's modules by name; the completeness test makes sure a new
+module of core cannot slip past it.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlgear
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "core"
+
+
+def contracts() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / ".importlinter")
+    return parser
+
+
+def listed(section: str, key: str) -> set[str]:
+    return {line.strip() for line in contracts()[section][key].splitlines() if line.strip()}
+
+
+def lint_imports(tmp_path: Path, plant: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run import-linter on the package laid out as a wheel installs it, ``rlgear/`` with ``plugins/`` inside.
+
+    In the source tree ``rlgear.plugins`` lives in plugins/, outside core/, where
+    import-linter's graph builder (which walks the package's folder) cannot see it.
+    ``plant`` appends lines to files of that copy (path relative to the package).
+    """
+    package = tmp_path / "rlgear"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(CORE, package, ignore=ignore)
+    shutil.copytree(ROOT / "plugins", package / "plugins", ignore=ignore)
+    for relative, line in (plant or {}).items():
+        with open(package / relative, "a") as f:
+            f.write(f"\n{line}\n")
+    executable = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    return subprocess.run(
+        [executable, "--no-cache", str(ROOT / ".importlinter")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_import_linter_contracts_are_kept(tmp_path):
+    result = lint_imports(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 6 kept, 0 broken." in result.stdout, result.stdout
+
+
+def test_import_linter_catches_a_planted_layering_slip_of_each_kind(tmp_path):
+    result = lint_imports(
+        tmp_path,
+        plant={
+            "trainer.py": "import rlgear.plugins.algorithms.ppo.config",  # core imports a plugin
+            "plugins/algorithms/a2c/a2c.py": "from rlgear.plugins.algorithms.pg import config",  # algo -> algo
+            "plugins/schedulers/fifo.py": "import torch",  # a scheduler imports a framework
+            "plugins/backends/tf/__init__.py": "import rlgear.plugins.backends.torch",  # backend -> backend
+        },
+    )
+    assert result.returncode != 0
+    assert "Contracts: 2 kept, 4 broken." in result.stdout, result.stdout
+
+
+def test_every_core_module_is_under_the_no_plugin_contract():
+    core_modules = {
+        f"rlgear.{path.stem if path.is_file() else path.name}"
+        for path in CORE.iterdir()
+        if (path.suffix == ".py" and not path.name.startswith("_")) or (path / "__init__.py").is_file()
+    }
+    assert core_modules == listed("importlinter:contract:core-imports-no-plugin", "source_modules")
+
+
+def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
+    modules = sorted(p.stem for p in CORE.glob("*.py") if not p.name.startswith("_"))
+    packages = sorted(p.name for p in CORE.iterdir() if (p / "__init__.py").is_file())
+    assert packages == ["cli", "config", "discovery", "execution", "external", "run", "tune"]
+    assert modules == [
+        "api", "backend", "env", "errors", "hookspecs", "policy", "sample_batch",
+        "scheduler", "spaces", "testing", "timestep", "trainer", "value_ops",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("rlgear.rollout_ops", "rlgear.execution.rollout_ops"),
+        ("rlgear.postprocessing", "rlgear.execution.postprocessing"),
+        ("rlgear.evaluator", "rlgear.execution.evaluator"),
+        ("rlgear.replay_buffers", "rlgear.execution.replay_buffers"),
+        ("rlgear.registry", "rlgear.discovery.registry"),
+        ("rlgear.checkpoint", "rlgear.run.checkpoint"),
+        ("rlgear.client", "rlgear.external.client"),
+        ("rlgear.schema", "rlgear.config.schema"),
+    ],
+)
+def test_an_old_import_path_gives_the_same_module_with_a_deprecation_warning(old, new):
+    code = (
+        "import importlib, warnings, sys\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\n"
+        "assert old is new, (old, new)\n"
+        f"assert new.__spec__.name == {new!r}, new.__spec__.name\n"
+        "messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]\n"
+        f"assert any({old!r} in m and {new!r} in m for m in messages), messages\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_from_import_of_a_moved_name_works():
+    from rlgear.rollout_ops import synchronous_parallel_sample
+
+    assert rlgear.execution.rollout_ops.synchronous_parallel_sample is synchronous_parallel_sample
+
+
+def test_an_unknown_module_is_still_an_import_error():
+    with pytest.raises(ModuleNotFoundError):
+        __import__("rlgear.no_such_module")
+
+
+LEGACY_PLUGIN = ROOT / "tests" / "data" / "legacy-0.1-plugin"
+LEGACY_CONFIG = """\
+algorithm: legacy_pg
+seed: 0
+env: {adapter: legacy_corridor, name: corridor, kwargs: {length: 6}}
+workers: {num_envs_per_worker: 4}
+training: {train_batch_size: 256, lr: 0.01}
+stop: {timesteps_total: 3000}
+logging: {tensorboard: false}
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_written_against_the_0_1_import_paths_installs_and_trains(tmp_path):
+    """tests/data/legacy-0.1-plugin imports rlgear.rollout_ops, rlgear.postprocessing, rlgear.schema ..."""
+    from tests.venv_helpers import make_venv_with_package, rlgear_cli
+
+    sources = "\n".join(p.read_text() for p in LEGACY_PLUGIN.rglob("*.py"))
+    for old_path in ("rlgear.rollout_ops", "rlgear.postprocessing", "rlgear.schema"):
+        assert f"from {old_path} import" in sources  # the package really uses the old paths
+    python = make_venv_with_package(tmp_path, LEGACY_PLUGIN)
+    listing = rlgear_cli(python, "plugins", cwd=tmp_path).stdout
+    assert "legacy_pg" in listing and "legacy_corridor" in listing and "load error" not in listing, listing
+    config = tmp_path / "legacy.yaml"
+    config.write_text(LEGACY_CONFIG)
+    rlgear_cli(
+        python, "train", str(config), "--set", f"logging.dir={tmp_path / 'runs'}",
+        "--set", "logging.name=legacy", "--progress", "none", cwd=tmp_path,
+    )  # fmt: skip
+    progress = (tmp_path / "runs" / "legacy" / "progress.jsonl").read_text().splitlines()
+    assert progress and '"timesteps_total"' in progress[-1]
