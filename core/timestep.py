@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,10 @@ class TimeStep:
     #: Such rows have step_type LAST; the evaluator never counts or trains on them and
     #: discards the episode that was running in that env (see ``rlgear.execution.evaluator``).
     valid: np.ndarray | None = None
+    #: The env's own per-step facts, or None: gymnasium's vector ``info`` (a dict of arrays over
+    #: envs, with a boolean ``_key`` mask per key saying which envs set it). Never trained on; the
+    #: evaluator hands the row of an episode's LAST step to hooks as ``episode.last_info``.
+    info: dict[str, Any] | None = None
 
     @property
     def num_envs(self) -> int:

@@ -80,6 +80,7 @@ class Trainer:
             if isinstance(config, Mapping)
             else config_mod.load(config, training_class=self.config_class)
         )
+        type(self).check_config(self.config)
         self.setup(self.config)
 
     # --- capabilities -----------------------------------------------------------
@@ -135,6 +136,18 @@ class Trainer:
         self._policy_cls, self._adapter_cls = policy_cls, adapter_cls
         self._evaluation_worker: Evaluator | None = None
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Refuse a config this algorithm can't run, before anything is built; the default accepts all.
+
+        Keys of ``training`` are checked by its config class (types, ranges, unknown keys);
+        override this for what depends on other sections or on several keys at once
+        (``model``, ``workers``, ``env``), raising ``config.fail(path, message)`` so the user
+        reads the file (or ``--set``) and key at fault. Called when the config is resolved
+        (``rlgear train``, and for every trial of ``rlgear tune`` before any trial runs) and
+        again when a Trainer is built from an already resolved config.
+        """
 
     @classmethod
     def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:

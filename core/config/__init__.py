@@ -401,13 +401,15 @@ def resolve(
             "algorithm",
             f"expected an algorithm name (a string, or {{name: ..., package: ...}}), got {raw['algorithm']!r}",
         )
+    algorithm_class = None
     if training_class is None:
         from rlgear.discovery import registry
 
         try:
-            training_class = registry.load_algorithm(raw["algorithm"]).config_class
+            algorithm_class = registry.load_algorithm(raw["algorithm"])
         except PluginError as err:  # name the file (or --set) and the key the user has to fix
             raise PluginError(str(fail("algorithm", str(err)))) from err
+        training_class = algorithm_class.config_class
     sections: dict[str, Any] = {
         "algorithm": raw["algorithm"],
         "env": build(EnvConfig, raw.get("env"), "env", fail),
@@ -438,6 +440,8 @@ def resolve(
         sections["seed"] = seed
     config = RunConfig(source=source, origins=dict(origins), **sections)
     check_ranges(config, fail)
+    if algorithm_class is not None:
+        algorithm_class.check_config(config)  # what the algorithm needs of the other sections
     return config
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.discovery import hooks as hooks_mod
-from rlgear.execution.metrics import Episode
+from rlgear.execution.metrics import Episode, env_info_row
 from rlgear.execution.postprocessing import trainable_rows
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box
@@ -212,6 +212,7 @@ class Evaluator:
                 episode.terminated = bool(ts.discount[i] == 0)
                 episode.truncated = not episode.terminated
                 if self.hooks is not None:
+                    episode.last_info = env_info_row(ts.info, int(i))
                     hooks_mod.call(self.hooks, "on_episode_end", worker=self, episode=episode)
                 self._finished.append(episode.summary())
 

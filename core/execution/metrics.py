@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass
 class Episode:
@@ -28,9 +30,12 @@ class Episode:
     truncated: bool = False
     custom_metrics: dict[str, float] = field(default_factory=dict)
     user_data: dict[str, Any] = field(default_factory=dict)
+    #: The env's info at the episode's final step (gymnasium: that env's ``info``; e.g.
+    #: ``is_success``), set before ``on_episode_end``; empty for envs that report none.
+    last_info: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """What the metrics window keeps (JSON-able; user_data is dropped)."""
+        """What the metrics window keeps (JSON-able; user_data and last_info are dropped)."""
         return {
             "env_id": self.env_id,
             "episode_id": self.episode_id,
@@ -41,6 +46,31 @@ class Episode:
             "truncated": self.truncated,
             "custom_metrics": {k: float(v) for k, v in self.custom_metrics.items()},
         }
+
+
+def env_info_row(info: dict[str, Any] | None, env: int) -> dict[str, Any]:
+    """Env ``env``'s entries of a vector env's ``info`` (gymnasium layout: arrays over envs, ``_key`` masks).
+
+    A key whose mask says this env did not set it is left out; numpy scalars become Python ones.
+    """
+    if not info:
+        return {}
+    row = {}
+    for key, values in info.items():
+        if key.startswith("_"):
+            continue
+        mask = info.get(f"_{key}")
+        if mask is not None and not mask[env]:
+            continue
+        if isinstance(values, dict):  # nested info (gymnasium's "episode" from RecordEpisodeStatistics)
+            row[key] = env_info_row(values, env)
+            continue
+        try:
+            value = values[env]
+        except (TypeError, IndexError, KeyError):
+            continue
+        row[key] = value.item() if isinstance(value, np.generic) else value
+    return row
 
 
 class MetricsWindow:

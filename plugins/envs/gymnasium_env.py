@@ -129,7 +129,7 @@ class GymnasiumVectorEnv(VectorEnv):
         )
 
     def step(self, actions: np.ndarray) -> TimeStep:
-        obs, reward, terminated, truncated, _ = self.env.step(actions)
+        obs, reward, terminated, truncated, info = self.env.step(actions)
         first = self._prev_last
         with np.errstate(over="ignore"):  # a reward beyond float32 becomes inf here and is refused below
             reward = np.asarray(reward, dtype=np.float32)
@@ -137,7 +137,7 @@ class GymnasiumVectorEnv(VectorEnv):
         prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
         done = terminated | truncated
         if not (self._any_first or done.any()):  # the common case: every env in mid-episode
-            return TimeStep(self._mids.copy(), reward, self._ones.copy(), obs, prev_action, self._env_ids)
+            return TimeStep(self._mids.copy(), reward, self._ones.copy(), obs, prev_action, self._env_ids, info=info)
         ended = done & ~first
         # MID=1, LAST=2, FIRST=0: built arithmetically (np.where on enums is slow in this hot path)
         step_type = (1 + ended).astype(np.int32)
@@ -149,7 +149,7 @@ class GymnasiumVectorEnv(VectorEnv):
             prev_action[first] = 0
         self._prev_last = ended
         self._any_first = bool(ended.any())
-        return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids)
+        return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids, info=info)
 
     def close(self) -> None:
         self.env.close()

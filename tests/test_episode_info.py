@@ -1,0 +1,57 @@
+"""``episode.last_info``: the channel from an env's ``info`` to ``on_episode_end`` hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import rlgear
+from rlgear.execution.metrics import env_info_row
+from tests.conftest import small_config
+
+
+def test_env_info_row_takes_one_envs_entries_and_honours_the_masks():
+    info = {
+        "is_success": np.array([True, False, False]),
+        "_is_success": np.array([True, True, False]),
+        "bonus": np.array([7, 0, 0]),
+        "_bonus": np.array([True, False, False]),
+        "episode": {"r": np.array([1.5, 2.5, 0.0]), "_r": np.array([True, True, False])},
+    }
+    assert env_info_row(info, 0) == {"is_success": True, "bonus": 7, "episode": {"r": 1.5}}
+    assert env_info_row(info, 1) == {"is_success": False, "episode": {"r": 2.5}}
+    assert env_info_row(info, 2) == {"episode": {}}
+    assert type(env_info_row(info, 0)["bonus"]) is int  # numpy scalars become Python ones
+    assert env_info_row(None, 0) == {} and env_info_row({}, 0) == {}
+
+
+class LastInfoRecorder:
+    def __init__(self):
+        self.episodes = []
+
+    @rlgear.hookimpl
+    def on_episode_end(self, episode):
+        self.episodes.append((episode.terminated, episode.length, dict(episode.last_info)))
+        if episode.last_info.get("is_success"):
+            episode.custom_metrics["success"] = 1.0
+        else:
+            episode.custom_metrics["success"] = 0.0
+
+
+def test_a_hook_sees_the_env_info_of_each_episodes_final_step(tmp_path):
+    hook = LastInfoRecorder()
+    raw = small_config(
+        tmp_path,
+        env={"name": "tests.goal_env:GoalEnv", "kwargs": {"max_steps": 3}},
+        workers={"num_envs_per_worker": 3},
+        stop={"training_iteration": 1},
+        checkpoint={"every": 0, "at_end": False},
+    )
+    result = rlgear.train(raw, hooks=[hook])
+    terminated = [info for done, _, info in hook.episodes if done]
+    truncated = [info for done, _, info in hook.episodes if not done]
+    assert terminated and truncated  # a random policy does both
+    assert all(info == {"is_success": True, "bonus": 7} for info in terminated), terminated[:3]
+    assert all(info == {"is_success": False} for info in truncated), truncated[:3]
+    assert all(length == 3 for done, length, _ in hook.episodes if not done)
+    # the facts reach the results through custom_metrics
+    assert 0.0 < result["custom_metrics/success_mean"] < 1.0
