@@ -244,7 +244,7 @@ def test_more_worker_cpus_than_cores_warns_before_a_local_ray_starts(monkeypatch
 
 
 def test_the_cli_prints_a_warning_as_one_line():
-    from rlgear.cli import _one_line_warning
+    from rlgear.cli.main import _one_line_warning
 
     text = _one_line_warning(RuntimeWarning("workers.num_workers: too many"), RuntimeWarning, "x.py", 3)
     assert text == "rlgear: warning: workers.num_workers: too many\n"
