@@ -64,6 +64,14 @@ class EnvAdapter(ABC):
 
     #: One line shown by ``rlgear plugins``.
     description: ClassVar[str] = ""
+    #: The env ``rlgear plugins --check`` builds when it is given no ``--env-name``
+    #: (None: the first of the adapter's ``names``, if it lists the env names it builds).
+    default_env: ClassVar[str | None] = None
+    #: ``env.kwargs`` for that env in ``rlgear plugins --check``.
+    default_env_kwargs: ClassVar[dict[str, Any]] = {}
+    #: Why ``rlgear plugins --check`` cannot step this adapter's envs in its own process
+    #: (e.g. clients play them over the network); empty when it can.
+    check_skip_reason: ClassVar[str] = ""
 
     @abstractmethod
     def make(

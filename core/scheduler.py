@@ -79,6 +79,9 @@ class TrialScheduler(ABC):
 
     #: One line shown by ``rlgear plugins``.
     description: ClassVar[str] = ""
+    #: ``tune.scheduler_options`` that ``rlgear plugins --check`` builds the scheduler with, for a
+    #: scheduler that needs some (its synthetic trials' configs have ``training.lr`` and ``seed``).
+    check_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, metric: str | None = None, mode: str = "max"):
         if mode not in ("max", "min"):

@@ -8,19 +8,47 @@ rule broke at which step and env::
 
     def test_my_env_follows_the_contract():
         check_vector_env(MyAdapter().make("my-env", 4, kwargs={}), steps=500)
+
+``assert_plugin_ok(name)`` runs every check of ``rlgear plugins --check NAME``
+on an installed plugin (any kind) and fails with the broken rules and their
+fixes; ``check_plugin(name)`` returns the report instead::
+
+    from rlgear.testing import assert_plugin_ok
+
+    def test_my_algorithm_keeps_its_contract():  # after pip install -e .
+        assert_plugin_ok("my_algo", kind="algorithm")
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from rlgear.discovery.check import CheckReport, Finding, check_plugin
 from rlgear.env import VectorEnv
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep
 
+__all__ = [
+    "CheckReport", "ContractError", "Finding", "assert_plugin_ok", "check_plugin", "check_vector_env",
+    "random_actions",
+]  # fmt: skip
+
 
 class ContractError(AssertionError):
     """A VectorEnv broke the TimeStep contract."""
+
+
+def assert_plugin_ok(
+    name: str, kind: str | None = None, *, env_name: str | None = None, backend: str | None = None
+) -> CheckReport:
+    """Check the installed plugin ``name`` (see :func:`check_plugin`); raise AssertionError listing the failures.
+
+    Returns the report when every check holds (its findings say what was checked).
+    """
+    report = check_plugin(name, kind, env_name=env_name, backend=backend)
+    if not report.ok:
+        raise AssertionError(report.describe_failures())
+    return report
 
 
 def _expect(condition: bool, message: str) -> None:

@@ -64,6 +64,9 @@ class Trainer:
     action_spaces: ClassVar[frozenset[str]] = frozenset({"discrete", "continuous"})
     multi_agent: ClassVar[bool] = False
     recurrent: ClassVar[bool] = False
+    #: Config values ``rlgear plugins --check`` applies to its short runs, for an algorithm whose
+    #: ``check_config`` refuses the defaults (e.g. ``{"workers": {"batch_mode": "complete_episodes"}}``).
+    check_overrides: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import rlgear
 from rlgear.execution.metrics import env_info_row
@@ -55,3 +56,35 @@ def test_a_hook_sees_the_env_info_of_each_episodes_final_step(tmp_path):
     assert all(length == 3 for done, length, _ in hook.episodes if not done)
     # the facts reach the results through custom_metrics
     assert 0.0 < result["custom_metrics/success_mean"] < 1.0
+
+
+class NeedsArguments:
+    def __init__(self, threshold):
+        self.threshold = threshold
+
+    @rlgear.hookimpl
+    def on_episode_end(self, episode):
+        pass
+
+
+def test_a_hook_plugin_given_as_a_class_is_used_as_an_instance(tmp_path):
+    LastInfoRecorder.seen = []
+
+    class ClassHook:
+        @rlgear.hookimpl
+        def on_episode_end(self, episode):
+            LastInfoRecorder.seen.append(episode.length)
+
+    raw = small_config(tmp_path, stop={"training_iteration": 4}, checkpoint={"every": 0, "at_end": False})
+    result = rlgear.train(
+        raw, hooks=[ClassHook]
+    )  # the class, not an instance: used to fail at the first call
+    assert result["episodes_total"] > 0 and len(LastInfoRecorder.seen) == result["episodes_total"]
+
+
+def test_a_hook_class_that_needs_arguments_is_refused_by_name():
+    from rlgear.discovery.hooks import make_plugin_manager
+    from rlgear.errors import PluginError
+
+    with pytest.raises(PluginError, match="hook plugin 'NeedsArguments' is a class and could not be built"):
+        make_plugin_manager([NeedsArguments], autoload=False)

@@ -49,6 +49,11 @@ def test_wheel_maps_core_to_rlgear_and_registers_entry_points(tmp_path):
         for module in (ROOT / source_dir).rglob("*.py"):
             shipped = f"{package}/{module.relative_to(ROOT / source_dir).as_posix()}"
             assert shipped in names, f"{shipped} is missing from the wheel: list its package in setup.cfg"
+    templates = sorted((ROOT / "core" / "cli" / "templates").rglob("*.tmpl"))  # what `rlgear new` renders
+    assert len(templates) >= 4
+    for template in templates:
+        shipped = f"rlgear/{template.relative_to(ROOT / 'core').as_posix()}"
+        assert shipped in names, f"{shipped} is missing from the wheel: add it to package_data in setup.cfg"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     for group in (

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Sequence
 
 import rlgear
+from rlgear.cli import plugin_check, scaffold
 from rlgear.errors import RLGearError, RunError
 
 EXIT_USER_ERROR = 2
@@ -25,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlgear",
         description="rlgear: plugin-based reinforcement learning. Train from a YAML config, "
-        "evaluate checkpoints, list plugins.",
+        "evaluate checkpoints, list and check plugins, start a plugin package.",
     )
     parser.add_argument("--version", action="version", version=f"rlgear {rlgear.__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for user errors")
@@ -86,7 +87,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--resume", metavar="RUN_DIR", help="continue a run folder from its newest checkpoint")
     serve.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display")
 
-    sub.add_parser("plugins", help="list installed plugins, their versions, capabilities and load errors")
+    plugins = sub.add_parser(
+        "plugins",
+        help="list installed plugins, their versions, capabilities and load errors; "
+        "--check NAME checks one against its contract",
+    )
+    plugin_check.add_arguments(plugins)
+    reference = sub.add_parser(
+        "config", help="print the config reference: every key with its type, default and help text"
+    )
+    reference.add_argument(
+        "algorithm",
+        nargs="?",
+        help="an installed algorithm: its training section (default: every other section)",
+    )
+    scaffold.add_parser(sub)
     return parser
 
 
@@ -159,7 +174,28 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    """The reference the docs site renders, from the help texts of the config classes (Markdown)."""
+    from rlgear.config.reference import reference_markdown
+
+    print(reference_markdown(args.algorithm))
+    return 0
+
+
 def cmd_plugins(args: argparse.Namespace) -> int:
+    if args.check:
+        return plugin_check.run(args)
+    options = {
+        "--kind": args.kind,
+        "--json": args.json,
+        "--env-name": args.env_name,
+        "--backend": args.backend,
+    }
+    given = [option for option, value in options.items() if value]
+    if given:
+        raise RLGearError(
+            f"{', '.join(given)}: only with --check NAME (rlgear plugins --check NAME {given[0]} ...)"
+        )
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -222,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     commands = {
         "train": cmd_train, "tune": cmd_tune, "plot": cmd_plot, "evaluate": cmd_evaluate, "plugins": cmd_plugins,
-        "serve": cmd_serve,
+        "serve": cmd_serve, "new": scaffold.cmd_new, "config": cmd_config,
     }  # fmt: skip
     try:
         return commands[args.command](args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 import sys
 from collections.abc import Iterable
@@ -33,14 +34,34 @@ def _load_entry_point_hooks(manager: pluggy.PluginManager) -> None:
         _register(manager, plugin, ep.name)
 
 
+def unknown_hooks(manager: pluggy.PluginManager, plugin: Any) -> list[tuple[str, str]]:
+    """``(attribute, did-you-mean hint)`` for each ``@hookimpl`` of ``plugin`` that names no hook.
+
+    A misspelt hook would silently never run; registration refuses it and
+    ``rlgear plugins --check`` reports it.
+    """
+    return [
+        (attr, did_you_mean(attr, HOOK_NAMES))
+        for attr in dir(plugin)
+        if attr.startswith("on_") and attr not in HOOK_NAMES and manager.parse_hookimpl_opts(plugin, attr)
+    ]
+
+
 def _register(manager: pluggy.PluginManager, plugin: Any, name: str | None = None) -> None:
-    # A misspelt hook would silently never run: refuse it, naming the closest hook.
-    for attr in dir(plugin):
-        if attr.startswith("on_") and attr not in HOOK_NAMES and manager.parse_hookimpl_opts(plugin, attr):
-            label = name or type(plugin).__name__
+    if inspect.isclass(plugin):
+        # An entry point (or hooks=[...]) naming a class: its hooks are methods, so pluggy would call
+        # them unbound and fail at the first call. Use an instance, as a module-level object would be.
+        try:
+            plugin = plugin()
+        except Exception as err:
+            label = name or plugin.__name__
             raise PluginError(
-                f"hook plugin '{label}' implements unknown hook '{attr}'{did_you_mean(attr, HOOK_NAMES)}"
-            )
+                f"hook plugin '{label}' is a class and could not be built without arguments "
+                f"({type(err).__name__}: {err}); register a module or an instance instead"
+            ) from err
+    for attr, hint in unknown_hooks(manager, plugin):  # refuse a misspelt hook, naming the closest one
+        label = name or type(plugin).__name__
+        raise PluginError(f"hook plugin '{label}' implements unknown hook '{attr}'{hint}")
     manager.register(plugin, name=name)
 
 

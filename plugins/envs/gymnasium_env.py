@@ -137,7 +137,9 @@ class GymnasiumVectorEnv(VectorEnv):
         prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
         done = terminated | truncated
         if not (self._any_first or done.any()):  # the common case: every env in mid-episode
-            return TimeStep(self._mids.copy(), reward, self._ones.copy(), obs, prev_action, self._env_ids, info=info)
+            return TimeStep(
+                self._mids.copy(), reward, self._ones.copy(), obs, prev_action, self._env_ids, info=info
+            )
         ended = done & ~first
         # MID=1, LAST=2, FIRST=0: built arithmetically (np.where on enums is slow in this hot path)
         step_type = (1 + ended).astype(np.int32)
@@ -157,6 +159,7 @@ class GymnasiumVectorEnv(VectorEnv):
 
 class GymnasiumAdapter(EnvAdapter):
     description = "any gymnasium env (registered id or module:Class), sync or async vector envs"
+    default_env = "CartPole-v1"  # what `rlgear plugins --check gymnasium` builds without --env-name
 
     def make(
         self,

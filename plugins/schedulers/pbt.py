@@ -153,6 +153,8 @@ class PopulationBasedTraining(TrialScheduler):
 
     description = "population-based training: exploit (reset_config + restore, live) and explore"
     options_class = PBTOptions
+    # pbt needs something to explore: `rlgear plugins --check pbt` mutates the learning rate.
+    check_options = {"hyperparam_mutations": {"training.lr": {"loguniform": [1e-4, 1e-2]}}, "seed": 0}
 
     metric: str | None = None
     mode: str = "max"

@@ -215,6 +215,10 @@ class ExternalAdapter(EnvAdapter):
     """``env.adapter: external``: a policy server that environments connect to over TCP."""
 
     description = "external envs: clients connect over TCP (rlgear.external.client, docs/protocol.md)"
+    check_skip_reason = (
+        "its envs are played by clients connecting over TCP, so there is no env to step in this process "
+        "(tests/test_external_*.py drive it with real clients)"
+    )
 
     def make(
         self,

@@ -1,0 +1,29 @@
+"""``rlgear config [ALGORITHM]``: the config reference on the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rlgear.cli import main
+from rlgear.config import WorkersConfig
+from rlgear.plugins.algorithms.dqn import DQNConfig
+
+
+def test_rlgear_config_prints_every_training_key_of_an_algorithm(capsys):
+    assert main(["config", "dqn"]) == 0
+    out = capsys.readouterr().out
+    for field in dataclasses.fields(DQNConfig):
+        assert f"`training.{field.name}`" in out, field.name
+
+
+def test_rlgear_config_without_an_algorithm_prints_the_other_sections(capsys):
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    for field in dataclasses.fields(WorkersConfig):
+        assert f"`workers.{field.name}" in out, field.name
+
+
+def test_rlgear_config_of_an_unknown_algorithm_is_a_one_line_error(capsys):
+    assert main(["config", "ppoo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlgear: error: unknown algorithm 'ppoo'") and "ppo" in err
