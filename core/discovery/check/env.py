@@ -1,0 +1,122 @@
+"""The checks of an env adapter plugin (``rlgear plugins --check``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlgear.discovery import registry
+from rlgear.discovery.check._base import (
+    _Broke,
+    _Checks,
+    _load,
+)
+
+
+def _check_env(checks: _Checks, info: registry.PluginInfo, load_name: str, env_name: str | None) -> None:
+    from rlgear.env import VectorEnv
+    from rlgear.spaces import Box, Discrete
+    from rlgear.testing import ContractError, check_vector_env
+
+    cls = _load(checks, info, load_name)
+    with checks.step("instantiate", "an EnvAdapter is built with no arguments: give __init__ none"):
+        adapter = cls()
+    checks.add("instantiate", True, f"{cls.__qualname__}()")
+    reason = getattr(cls, "check_skip_reason", "")
+    if reason:
+        checks.skip("TimeStep contract", reason)
+        return
+    kwargs: dict[str, Any] = {}
+    if env_name is None:  # the adapter's own choice, with the kwargs it declares for it
+        kwargs = dict(getattr(cls, "default_env_kwargs", {}) or {})
+        env_name = getattr(cls, "default_env", None)
+        names = getattr(cls, "names", None)
+        if env_name is None and isinstance(names, list | tuple) and names:
+            env_name = names[0]
+    if not env_name:
+        checks.add(
+            "env name",
+            False,
+            "no env to build: the adapter declares no default_env and no --env-name was given",
+            "set the class attribute default_env = 'an-env-name' on the adapter, or pass --env-name",
+        )
+        return
+    fix = (
+        "make() must return a rlgear.VectorEnv; raise rlgear.errors.ConfigError naming the key for bad input"
+    )
+    with checks.step("make", fix):
+        env = adapter.make(env_name, 4, kwargs=kwargs, vectorization="sync", horizon=None, worker_index=0)
+    if not isinstance(env, VectorEnv):
+        checks.add("make", False, f"make() returned {type(env).__name__}, not a rlgear.VectorEnv", fix)
+        return
+    spaces = f"observations {_space(env.observation_space)}, actions {_space(env.action_space)}"
+    checks.add("make", True, f"'{env_name}' x 4: {spaces}")
+    spaces_ok = (
+        isinstance(env.observation_space, Box | Discrete)
+        and isinstance(env.action_space, Box | Discrete)
+        and getattr(env, "num_envs", None) == 4
+    )
+    checks.add(
+        "spaces",
+        spaces_ok,
+        "rlgear.spaces Box/Discrete spaces, num_envs 4"
+        if spaces_ok
+        else f"observation_space {type(env.observation_space).__name__}, action_space "
+        f"{type(env.action_space).__name__}, num_envs {getattr(env, 'num_envs', None)!r}",
+        "set num_envs and use rlgear.spaces.Box / Discrete for observation_space and action_space",
+    )
+    if not spaces_ok:
+        env.close()
+        return
+    with checks.step(
+        "TimeStep contract",
+        "follow rlgear.env.VectorEnv: reset() gives FIRST (reward 0, discount 1); LAST ends every "
+        "episode (discount 0 terminated, 1 truncated); the step after a LAST is the next FIRST, "
+        "reward 0, prev_action 0",
+    ):
+        try:
+            counts = check_vector_env(env, steps=300, seed=0)
+        except ContractError as err:
+            raise _Broke("TimeStep contract", f"check_vector_env: {err}") from err
+    checks.add(
+        "TimeStep contract",
+        True,
+        f"check_vector_env: {counts['steps']} steps, {counts['episodes_terminated']} terminated and "
+        f"{counts['episodes_truncated']} truncated episodes",
+    )
+    _check_horizon(checks, adapter, env_name, kwargs)
+
+
+def _space(space: Any) -> str:
+    shape = getattr(space, "shape", "?")
+    return f"{type(space).__name__}(n={space.n})" if hasattr(space, "n") else f"{type(space).__name__}{shape}"
+
+
+def _check_horizon(checks: _Checks, adapter: Any, env_name: str, kwargs: dict[str, Any]) -> None:
+    from rlgear.testing import random_actions
+    from rlgear.timestep import StepType
+
+    horizon = 3
+    fix = (
+        "make(..., horizon=H) must end every episode after at most H steps with LAST and discount 1 "
+        "(a truncation), whatever the env's own time limit"
+    )
+    with checks.step("horizon", fix):
+        env = adapter.make(env_name, 2, kwargs=kwargs, vectorization="sync", horizon=horizon, worker_index=0)
+        try:
+            rng = np.random.default_rng(0)
+            ts = env.reset(seed=0)
+            length = np.zeros(env.num_envs, dtype=np.int64)
+            for _ in range(4 * horizon):
+                ts = env.step(random_actions(env, rng))
+                length = np.where(ts.step_type == StepType.FIRST, 0, length + 1)
+                too_long = np.flatnonzero(length > horizon)
+                if too_long.size:
+                    raise _Broke(
+                        "horizon",
+                        f"env {too_long[0]} ran {horizon + 1} steps without a LAST with horizon={horizon}",
+                    )
+        finally:
+            env.close()
+    checks.add("horizon", True, f"horizon={horizon} truncates every episode")
