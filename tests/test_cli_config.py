@@ -27,3 +27,19 @@ def test_rlgear_config_of_an_unknown_algorithm_is_a_one_line_error(capsys):
     assert main(["config", "ppoo"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlgear: error: unknown algorithm 'ppoo'") and "ppo" in err
+
+
+def test_a_reader_that_leaves_early_is_no_traceback():
+    import subprocess
+    import sys
+
+    # 4 MB of output: far beyond a pipe's buffer, so the writer meets the closed pipe for sure
+    program = (
+        "import rlgear.config.reference as r; r.reference_markdown = lambda algorithm=None: 'x' * 4_000_000; "
+        "from rlgear.cli import main; raise SystemExit(main(['config']))"
+    )
+    command = f"{sys.executable} -c \"{program}\" | head -c 10"
+    result = subprocess.run(["bash", "-c", f"{command}; echo \" status=${{PIPESTATUS[0]}}\""],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.stdout == "xxxxxxxxxx status=0\n", result.stdout
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr, result.stderr

@@ -10,6 +10,7 @@ checkpoint to resume from, and exits with status 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -145,6 +146,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from rlgear.discovery import registry
     from rlgear.execution.evaluator import Evaluator
+    from rlgear.run import checkpoint as ckpt
     from rlgear.run.agent import checkpoint_config, load_weights
 
     if args.episodes <= 0:
@@ -159,6 +161,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         try:
             evaluator.set_weights(load_weights(folder))
+            # the wrappers' statistics the policy was trained with (env.wrappers_vector)
+            evaluator.env.set_state(ckpt.sampling_env_state(ckpt.split_env_states(ckpt.read(folder)[0])))
         except ValueError as err:
             raise RLGearError(f"{folder}: the checkpoint does not fit the config: {err}") from err
         episodes = evaluator.evaluate(args.episodes, explore=args.explore)
@@ -275,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlgear: aborted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rlgear config | head`: the reader left; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
