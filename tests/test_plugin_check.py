@@ -141,6 +141,7 @@ ENTRY_POINTS = """
     forgetful_algo = chk_algos:Forgetful
     import_error_algo = chk_import_error:Algo
     twin = chk_algos:Twin
+    idle_algo = chk_algos:Idle
 
     [rlgear.envs]
     nofirst_env = chk_envs:NoFirstAdapter
@@ -190,6 +191,16 @@ MODULES = {
 
             def get_algorithm_state(self):
                 return {"steps_done": getattr(self, "steps_done", 0)}  # saved, never restored
+
+
+        class Idle(PG):
+            name = "idle_algo"
+            policies = {"torch": PG.policies["torch"]}
+            action_spaces = frozenset({"discrete"})
+
+            def training_step(self):
+                self.workers.local_worker.sample()  # samples, never learns (and never sets weights)
+                return {"nothing": 0.0}
 
 
         class Twin(PG):
@@ -371,6 +382,12 @@ def test_state_a_trainer_saves_but_does_not_restore_is_found(broken_plugins):
     round_trip = finding(report, "checkpoint round trip")
     assert "state['algorithm_state'] differs after restore in steps_done" in round_trip.message
     assert "set_algorithm_state" in round_trip.fix
+
+
+def test_an_algorithm_that_never_learns_is_reported(broken_plugins):
+    report = check_plugin("idle_algo")
+    assert failed(report) == ["loss path (CartPole-v1, torch)"], report.describe_failures()
+    assert "weights did not change" in finding(report, "loss path").message
 
 
 def test_a_plugin_that_fails_to_import_is_one_finding_with_the_registry_error(broken_plugins, capsys):

@@ -277,8 +277,10 @@ def _short_run(checks: _Checks, cls: type, load_name: str, env: str, backend: st
         ):
             trainer = cls(config)
             calls = _record_learning(trainer.policy)
+            weights_before = {k: np.array(v, copy=True) for k, v in trainer.policy.get_weights().items()}
             try:
                 results = [trainer.train() for _ in range(SHORT_RUN_ITERATIONS)]
+                weights_moved = _weights_moved(weights_before, trainer.policy.get_weights())
                 checkpoint = trainer.save(os.path.join(tmp, "checkpoint"))
                 expected = trainer.get_state()
             finally:
@@ -289,7 +291,7 @@ def _short_run(checks: _Checks, cls: type, load_name: str, env: str, backend: st
             f"{SHORT_RUN_ITERATIONS} iterations, {results[-1].get('timesteps_total')} env steps",
         )
         _check_results(checks, results, suffix, RESULT_KEYS)
-        _check_loss_path(checks, calls, suffix)
+        _check_loss_path(checks, calls, suffix, weights_moved)
         with checks.step(
             "checkpoint round trip" + suffix,
             "save everything your trainer needs in get_algorithm_state / get_algorithm_arrays and "
@@ -374,7 +376,11 @@ def _finite_number(value: Any) -> bool:
     return isinstance(value, int | float | np.number) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_loss_path(checks: _Checks, calls: dict[str, list[Any]], suffix: str) -> None:
+def _weights_moved(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> bool:
+    return before.keys() != after.keys() or any(not np.array_equal(before[k], after[k]) for k in before)
+
+
+def _check_loss_path(checks: _Checks, calls: dict[str, list[Any]], suffix: str, weights_moved: bool) -> None:
     fix = (
         "the policy's loss must return (loss, {name: scalar}) and learn_on_batch a {name: float} dict "
         "(the backend's base policy does this around your loss())"
@@ -415,10 +421,19 @@ def _check_loss_path(checks: _Checks, calls: dict[str, list[Any]], suffix: str) 
             fix,
         )
         return
+    if weights_moved:  # a gradient-free algorithm (CEM, ES) sets the weights it chose itself
+        checks.add(
+            "loss path" + suffix,
+            True,
+            "no learn_on_batch or compute_gradients call, but the policy's weights changed "
+            f"in {SHORT_RUN_ITERATIONS} iterations (a gradient-free update)",
+        )
+        return
     checks.add(
         "loss path" + suffix,
         False,
-        "the training step never called policy.learn_on_batch (or compute_gradients) in "
+        "the training step never called policy.learn_on_batch (or compute_gradients), and the policy's "
+        f"weights did not change, in "
         f"{SHORT_RUN_ITERATIONS} iterations",
         "learn in training_step() through the policy: self.policy.learn_on_batch(batch) or "
         "rlgear.execution.rollout_ops.train_one_step(self.policy, self.workers, batch); a replay-based "
