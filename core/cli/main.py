@@ -146,7 +146,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from rlgear.discovery import registry
     from rlgear.execution.evaluator import Evaluator
-    from rlgear.run import checkpoint as ckpt
     from rlgear.run.agent import checkpoint_config, load_weights
 
     if args.episodes <= 0:
@@ -161,8 +160,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         try:
             evaluator.set_weights(load_weights(folder))
-            # the wrappers' statistics the policy was trained with (env.wrappers_vector)
-            evaluator.env.set_state(ckpt.sampling_env_state(ckpt.split_env_states(ckpt.read(folder)[0])))
         except ValueError as err:
             raise RLGearError(f"{folder}: the checkpoint does not fit the config: {err}") from err
         episodes = evaluator.evaluate(args.episodes, explore=args.explore)
