@@ -38,7 +38,7 @@ def test_a_reader_that_leaves_early_is_no_traceback():
         "import rlgear.config.reference as r; r.reference_markdown = lambda algorithm=None: 'x' * 4_000_000; "
         "from rlgear.cli import main; raise SystemExit(main(['config']))"
     )
-    command = f"{sys.executable} -c \"{program}\" | head -c 10"
+    command = f'{sys.executable} -c "{program}" | head -c 10'
     result = subprocess.run(["bash", "-c", f"{command}; echo \" status=${{PIPESTATUS[0]}}\""],
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.stdout == "xxxxxxxxxx status=0\n", result.stdout
