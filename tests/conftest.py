@@ -91,3 +91,15 @@ def train_until_stop(trainer_cls: type, config_name: str, *overrides: str) -> di
                 return result
     finally:
         trainer.stop()
+
+
+#: Fixtures that start (or attach to) a Ray cluster. Tests that use one run on the same
+#: pytest-xdist worker, one after the other (``--dist loadgroup``): two Ray clusters side by
+#: side on a 2-core machine starve each other's actors, and a module's session is shared.
+RAY_FIXTURES = frozenset({"ray_session", "cluster"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("ray"))
