@@ -99,6 +99,7 @@ def train_until_stop(trainer_cls: type, config_name: str, *overrides: str) -> di
 RAY_FIXTURES = frozenset({"ray_session", "cluster"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into scheduling groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
