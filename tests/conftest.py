@@ -104,3 +104,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+def pytest_runtest_setup(item):
+    """Refuse to run a Ray test that xdist did not group (a pytest or xdist upgrade can break
+    ``--dist loadgroup`` silently: pytest 9 with xdist 3.8 did), rather than let Ray clusters
+    run side by side and fail on timing."""
+    grouped_run = os.environ.get("PYTEST_XDIST_WORKER") and getattr(item.config.option, "loadgroup", False)
+    if grouped_run and RAY_FIXTURES.intersection(item.fixturenames) and not item.nodeid.endswith("@ray"):
+        pytest.fail(
+            f"{item.nodeid} uses Ray but xdist did not put it in the 'ray' group: "
+            "check the pytest / pytest-xdist versions (setup.cfg's test extra)"
+        )
