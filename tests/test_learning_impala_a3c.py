@@ -16,7 +16,7 @@ import pytest
 
 from rlgear.plugins.algorithms.a3c import A3C
 from rlgear.plugins.algorithms.impala import IMPALA
-from tests.conftest import needs_ray, needs_tf, train_until_stop
+from tests.conftest import needs_ray, train_until_stop
 
 # Every test here trains on remote workers: each is skipped, with the reason, without Ray.
 pytestmark = needs_ray
@@ -51,20 +51,6 @@ def test_a3c_with_two_remote_workers_reaches_400_on_cartpole_within_1m_env_steps
     assert result["episode_return_mean"] >= 400, result
     assert result["timesteps_total"] <= 1_000_000 + 10_000
     # every gradient applied came from a worker's own batch: one per 40 env steps
-    assert result["learner/num_grad_updates"] >= result["timesteps_total"] // 40 - 10
-
-
-@pytest.mark.slow
-@needs_tf
-@pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")  # earlier tests in this process
-def test_a3c_on_the_tf_backend_reaches_400_on_cartpole_within_1m_env_steps():
-    """The same run on TensorFlow: workers compute TF gradients, the learner applies them with TF."""
-    result = train_until_stop(
-        A3C, "a3c-cartpole.yaml", "seed=0", "backend=tf",
-        "stop={episode_return_mean: 400, timesteps_total: 1000000}",
-    )  # fmt: skip
-    assert result["episode_return_mean"] >= 400, result
-    assert result["timesteps_total"] <= 1_000_000 + 10_000
     assert result["learner/num_grad_updates"] >= result["timesteps_total"] // 40 - 10
 
 
