@@ -52,7 +52,9 @@ def small_config(tmp_path, **sections):
         "algorithm": "ppo",
         "seed": 0,
         "env": {"name": "CartPole-v1"},
-        "workers": {"num_envs_per_worker": 2},
+        # Ray workers import torch before they answer: 90-110 s seen on a loaded 2-core machine, close to
+        # the 120 s default that is meant for real clusters (tests of the timeout itself set their own)
+        "workers": {"num_envs_per_worker": 2, "ray": {"worker_start_timeout_s": 600.0}},
         "training": {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2},
         "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
     }
@@ -79,7 +81,12 @@ def train_until_stop(trainer_cls: type, config_name: str, *overrides: str) -> di
 
     config = config_mod.load(
         CONFIGS / config_name,
-        ["logging.tensorboard=false", "logging.progress=none", *overrides],
+        [
+            "logging.tensorboard=false",
+            "logging.progress=none",
+            "workers.ray.worker_start_timeout_s=600",  # see small_config
+            *overrides,
+        ],
         training_class=trainer_cls.config_class,
     )
     assert config.stop, "a learning test needs a stop criterion"
