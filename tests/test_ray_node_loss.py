@@ -54,7 +54,7 @@ def cluster():
         made.shutdown()
 
 
-def trainer_on(cluster, tmp_path, start_timeout_s: float = 60.0):
+def trainer_on(cluster, tmp_path, start_timeout_s: float = 600.0):
     raw = small_config(
         tmp_path,
         workers={
