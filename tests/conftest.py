@@ -50,6 +50,16 @@ def start_local_ray(num_cpus: int = 2) -> None:
         init_ray(num_cpus=num_cpus)
 
 
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray of 2 CPUs for the module that asks for it; its tests are skipped without Ray."""
+    start_local_ray(num_cpus=2)
+    yield
+    from rlgear.execution.ray_session import shutdown_ray
+
+    shutdown_ray(force=True)
+
+
 #: ``@pytest.mark.parametrize("backend", BACKENDS)``: the tf case is skipped without TensorFlow.
 BACKENDS = ["torch", pytest.param("tf", marks=needs_tf)]
 

@@ -14,21 +14,12 @@ from rlgear.discovery import registry
 from rlgear.execution.async_ops import AsyncGradients, AsyncSampler
 from rlgear.execution.evaluator import WorkerSet
 from rlgear.sample_batch import SampleBatch
-from tests.conftest import HAS_RAY, small_config, start_local_ray
+from tests.conftest import HAS_RAY, small_config
 
 if HAS_RAY:  # the tests that use it ask for the ray_session fixture, which skips without Ray
     import ray
 
 PPO = registry.load_algorithm("ppo")
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    start_local_ray(num_cpus=2)
-    yield
-    from rlgear.execution.ray_session import shutdown_ray
-
-    shutdown_ray(force=True)
 
 
 def make_workers(tmp_path, num_workers=2):

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from rlgear.discovery import registry
 from tests.conftest import needs_ray, train_until_stop
 
 # Every test here trains on remote workers: each is skipped, with the reason, without Ray.
-pytestmark = needs_ray
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    from rlgear.execution.ray_session import init_ray, shutdown_ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    init_ray(num_cpus=2)
-    yield
-    shutdown_ray(force=True)
+pytestmark = [needs_ray, pytest.mark.usefixtures("ray_session")]  # one local Ray for the module
 
 
 @pytest.mark.slow

@@ -21,19 +21,10 @@ from rlgear import hookimpl
 from rlgear.discovery import registry
 from rlgear.execution.ray_session import RayResourceError, WorkerFailureError
 from rlgear.sample_batch import SampleBatch
-from tests.conftest import HAS_RAY, small_config, start_local_ray
+from tests.conftest import HAS_RAY, small_config
 
 if HAS_RAY:  # the tests that use it ask for the ray_session fixture, which skips without Ray
     import ray
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    start_local_ray(num_cpus=2)
-    yield
-    from rlgear.execution.ray_session import shutdown_ray
-
-    shutdown_ray(force=True)
 
 
 PPO = registry.load_algorithm("ppo")

@@ -11,16 +11,7 @@ import pytest
 import rlgear
 from rlgear.scheduler import TrialStatus
 from rlgear.tune.experiment import run
-from tests.conftest import needs_ray, small_config, start_local_ray
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    start_local_ray(num_cpus=2)
-    yield
-    from rlgear.execution.ray_session import shutdown_ray
-
-    shutdown_ray()
+from tests.conftest import needs_ray, small_config
 
 
 @pytest.mark.slow
