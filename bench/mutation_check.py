@@ -57,6 +57,18 @@ def tracked_files() -> list[str]:
     return [line for line in out.splitlines() if line and (ROOT / line).is_file()]
 
 
+def source_revision() -> str:
+    """The commit the checked tree is at, with ``+dirty`` when it has uncommitted edits (a result names what it measured)."""
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout
+    return (commit or "unknown") + ("+dirty" if dirty.strip() else "")
+
+
 def make_copy(dest: Path) -> Path:
     """Copy the working tree to ``dest/repo`` and lay out ``dest/site/rlgear`` for PYTHONPATH."""
     repo = dest / "repo"
@@ -181,7 +193,12 @@ def main() -> int:
     )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        record = {
+            "source": source_revision(),
+            "mode": "targeted" if args.targeted else "fast suite",
+            "mutations": rows,
+        }
+        args.out.write_text(json.dumps(record, indent=2) + "\n")
     return 1 if missed else 0
 
 
