@@ -162,6 +162,29 @@ def worker_pids() -> list[int]:
     return [int(line.split()[0]) for line in out.splitlines() if "ray::RemoteEvaluator" in line]
 
 
+#: Result keys that count faults: like the progress counters, they must never go down across resumes.
+FAULT_COUNTER_PREFIXES = (
+    "num_worker_restarts",
+    "num_worker_start_failures",
+    "num_dropped_requests",
+    "num_metrics_timeouts",
+    "worker_failures/",
+    "learner/num_nonfinite",
+)
+
+
+def source_revision() -> str:
+    """The commit measured, ``+dirty`` with uncommitted edits: a result names the code it checked."""
+    git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
+    commit = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout
+    return (commit or "unknown") + ("+dirty" if dirty.strip() else "")
+
+
 def check_run(driver: Driver, stop_s: float) -> dict[str, Any]:
     """The soak's verdicts on one run folder (see the module docstring)."""
     from rlgear import load
@@ -178,9 +201,11 @@ def check_run(driver: Driver, stop_s: float) -> dict[str, Any]:
     if iterations != list(range(1, len(rows) + 1)):
         repeats = [i for i, n in Counter(iterations).items() if n > 1]
         problems.append(f"training_iteration is not 1..{len(rows)}: repeated {repeats[:10]}")
-    for key in ("timesteps_total", "episodes_total", "time_total_s"):
-        values = [row[key] for row in rows]
-        drops = [i for i in range(1, len(values)) if values[i] < values[i - 1]]
+    # Progress counters, and the fault counters a resume must carry on (restarts, failures, skipped updates).
+    fault_keys = sorted({k for row in rows for k in row if k.startswith(FAULT_COUNTER_PREFIXES)})
+    for key in ("timesteps_total", "episodes_total", "time_total_s", *fault_keys):
+        values = [(i, row[key]) for i, row in enumerate(rows) if isinstance(row.get(key), (int, float))]
+        drops = [values[j][0] for j in range(1, len(values)) if values[j][1] < values[j - 1][1]]
         if drops:
             problems.append(f"{key} went down at rows {drops[:10]}")
     checkpoints = ckpt.list_checkpoints(run_dir)
@@ -211,11 +236,7 @@ def check_run(driver: Driver, stop_s: float) -> dict[str, Any]:
         "checkpoints_loaded": f"{loaded} of {len(checkpoints)}",
         "driver_starts": driver.starts,
         "driver_exit_codes": driver.exits,
-        "fault_counters_last_row": {
-            k: v
-            for k, v in last.items()
-            if k.startswith(("num_worker", "worker_failures/", "learner/num_nonfinite"))
-        },
+        "fault_counters_last_row": {k: v for k, v in last.items() if k.startswith(FAULT_COUNTER_PREFIXES)},
     }
 
 
@@ -311,6 +332,7 @@ def soak(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
                     driver.start()
         duration = time.monotonic() - started
         report = {
+            "source": source_revision(),
             "minutes": minutes,
             "seed": seed,
             "stop_time_total_s": stop_s,
