@@ -60,6 +60,23 @@ def ray_session():
     shutdown_ray(force=True)
 
 
+@pytest.fixture
+def serve():
+    """``serve(**settings)``: a live external-env server stepped in a thread; stopped after the test."""
+    from tests.test_external_server import Stepper, make_env
+
+    steppers = []
+
+    def start(**settings):
+        stepper = Stepper(make_env(**settings))
+        steppers.append(stepper)
+        return stepper
+
+    yield start
+    for stepper in steppers:
+        stepper.stop()
+
+
 #: ``@pytest.mark.parametrize("backend", BACKENDS)``: the tf case is skipped without TensorFlow.
 BACKENDS = ["torch", pytest.param("tf", marks=needs_tf)]
 

@@ -18,24 +18,9 @@ from rlgear.errors import ConfigError
 from rlgear.external.client import Client
 from rlgear.external.wire import ErrorCode, FrameDecoder, encode
 from rlgear.plugins.envs.external.server import RateLimitedLog
-from tests.test_external_server import Stepper, error_code, make_env, play_episode, raw, read_until_eof
+from tests.test_external_server import error_code, make_env, play_episode, raw, read_until_eof
 
 BOUNDED_OBS = {"type": "Box", "shape": [3], "dtype": "float32", "low": [-4.8, -1, -1], "high": [4.8, 1, 1]}
-
-
-@pytest.fixture
-def serve():
-    """``serve(**settings)``: a live server stepped in a thread; stopped after the test."""
-    steppers = []
-
-    def start(**settings):
-        stepper = Stepper(make_env(**settings))
-        steppers.append(stepper)
-        return stepper
-
-    yield start
-    for stepper in steppers:
-        stepper.stop()
 
 
 def frame_from_json(header_text: str) -> bytes:

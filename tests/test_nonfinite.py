@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import rlgear
 from rlgear import config as config_mod
 from rlgear.discovery import registry
 from rlgear.errors import NonFiniteError
@@ -148,6 +149,97 @@ def test_the_gymnasium_adapter_refuses_a_reward_beyond_float32_naming_env_and_sl
         trainer.stop()
 
 
+class ObservationAfter(gym.Env):
+    """Observations of ``dtype``: zeros, except ``bad`` in the env seeded ``bad_seed`` (env slot
+    ``bad_seed`` of a vector env reset with seed 0) from its step ``k`` on (at reset with k=0)."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, bad: float = float("nan"), dtype: str = "float32", k: int = 5, bad_seed: int = 1):
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.dtype(dtype))
+        self.bad, self.k, self.bad_seed, self.t, self.reset_seed = bad, k, bad_seed, 0, None
+
+    def _obs(self) -> np.ndarray:
+        obs = np.zeros(2, self.observation_space.dtype)
+        if self.reset_seed == self.bad_seed and self.t >= self.k:
+            obs[1] = self.bad
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.reset_seed = seed
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, False, False, {}
+
+
+def observation_env(**kwargs):
+    from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
+
+    return GymnasiumAdapter().make(f"{__name__}:ObservationAfter", 3, kwargs=kwargs)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "bad"),
+    [
+        ("float32", float("nan")),
+        ("float32", float("inf")),
+        ("float32", float("-inf")),
+        ("float64", float("nan")),
+        ("float64", 1e39),  # finite in float64, infinite once the learner casts it to float32
+        ("float64", -1.7e308),
+    ],
+)
+@pytest.mark.parametrize("at", ["step", "reset"])
+def test_the_gymnasium_adapter_refuses_an_observation_that_is_not_finite_in_float32(dtype, bad, at):
+    env = observation_env(bad=bad, dtype=dtype, k=3 if at == "step" else 0)
+    try:
+        message = (
+            r"env tests\.test_nonfinite:ObservationAfter: observation holds NaN, infinity or values beyond "
+            r"float32 in env slot\(s\) \[1\] \(rlgear trains in float32"
+        )
+        if at == "reset":
+            with pytest.raises(NonFiniteError, match=message):
+                env.reset(seed=0)
+            return
+        env.reset(seed=0)
+        for _ in range(2):  # the steps before k pass
+            assert np.isfinite(env.step(np.zeros(3, np.int64)).observation).all()
+        with pytest.raises(NonFiniteError, match=message):
+            env.step(np.zeros(3, np.int64))
+    finally:
+        env.close()
+
+
+def test_a_float64_observation_within_float32_range_is_accepted():
+    env = observation_env(bad=3.4e38, dtype="float64", k=0)  # float32's largest is 3.4028235e38
+    try:
+        ts = env.reset(seed=0)
+        assert ts.observation[1, 1] == 3.4e38
+        assert env.step(np.zeros(3, np.int64)).observation[1, 1] == 3.4e38
+    finally:
+        env.close()
+
+
+def test_a_run_whose_env_sends_an_observation_beyond_float32_stops_before_training_on_it(tmp_path):
+    raw = small_config(
+        tmp_path,
+        env={"name": f"{__name__}:ObservationAfter", "kwargs": {"bad": 1e39, "dtype": "float64", "k": 40}},
+    )
+    trainer = registry.load_algorithm("ppo")(raw)
+    try:
+        with pytest.raises(NonFiniteError, match=r"observation holds .* env slot\(s\) \[1\]"):
+            for _ in range(5):
+                trainer.train()
+        assert trainer.iteration >= 1  # it trained on the finite observations before
+        assert all(np.isfinite(w).all() for w in trainer.policy.get_weights().values())
+    finally:
+        trainer.stop()
+
+
 def test_an_error_in_training_leaves_a_checkpoint_and_a_stop_record_and_resume_goes_on(tmp_path):
     crash = tmp_path / "crash-once"
     crash.touch()
@@ -173,6 +265,56 @@ def test_an_error_in_training_leaves_a_checkpoint_and_a_stop_record_and_resume_g
     result = run(again, resume=run_dir)
     assert result["training_iteration"] == record["iteration"] + 2
     assert json.loads((run_dir / STOP_RECORD).read_text())["reason"].startswith("stop criterion met")
+
+
+class CheckpointRecorder:
+    """What each checkpoint held when it was first written, and the samples taken."""
+
+    def __init__(self):
+        self.first_written: dict[str, tuple[dict, dict]] = {}
+        self.samples = 0
+
+    @rlgear.hookimpl
+    def on_checkpoint(self, trainer, checkpoint_dir):
+        name = os.path.basename(checkpoint_dir)
+        if name not in self.first_written:
+            arrays, state, _, _ = ckpt.read(checkpoint_dir)
+            self.first_written[name] = (arrays, state)
+
+    @rlgear.hookimpl
+    def on_sample_end(self, worker, batch):
+        self.samples += 1
+
+
+def test_a_failure_keeps_the_checkpoint_of_the_last_finished_iteration_as_it_was(tmp_path):
+    """Iteration 2 fails in its second training step, after its first one changed the weights:
+    checkpoint_000001, written when iteration 1 ended, is the last good state and stays as it was
+    (the failure must not overwrite it with half of iteration 2)."""
+    crash = tmp_path / "crash-once"
+    crash.touch()
+    raw = small_config(
+        tmp_path,
+        env={"name": f"{__name__}:RewardAfter", "kwargs": {"k": 105, "crash_once_file": str(crash)}},
+        training={"min_env_steps_per_iteration": 120},  # two training steps of 64 rows per iteration
+        stop={"training_iteration": 50},
+        checkpoint={"every": 1, "at_end": True},
+    )
+    recorder = CheckpointRecorder()
+    with pytest.raises(RuntimeError, match="the simulator crashed") as caught:
+        run(config_mod.resolve(raw), hooks=[recorder])
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    record = json.loads((run_dir / STOP_RECORD).read_text())
+    assert record["iteration"] == 1 and recorder.samples == 3  # failed in iteration 2's second sample
+    kept = run_dir / ckpt.checkpoint_name(1)
+    assert ckpt.list_checkpoints(run_dir) == [kept] and record["checkpoint"] == str(kept)
+    arrays, state, _, _ = ckpt.read(kept)
+    first_arrays, first_state = recorder.first_written[kept.name]
+    assert state["counters"] == first_state["counters"]
+    assert set(arrays) == set(first_arrays)
+    assert all(np.array_equal(arrays[k], first_arrays[k]) for k in arrays), [
+        k for k in arrays if not np.array_equal(arrays[k], first_arrays[k])
+    ]
+    assert any(f"newest checkpoint {kept.name}" in note for note in caught.value.__notes__)
 
 
 def test_the_cli_exits_1_with_one_line_naming_the_cause_and_the_checkpoint(tmp_path, capsys):

@@ -116,6 +116,9 @@ def _saved_on_failure(trainer: Any, run_dir: Path, config: RunConfig) -> Iterato
     from this checkpoint. The weights are finite by construction (updates with a
     non-finite loss or gradient are skipped, and a checkpoint refuses NaN); if
     the save fails anyway, the newest earlier checkpoint stays the one to resume.
+    A checkpoint of ``trainer.iteration`` already there (written when that
+    iteration ended) is kept as it is: the trainer may hold part of the failed
+    iteration's updates by now, and that checkpoint is the last good state.
     ``stopped.json`` records the cause either way. A second Ctrl-C (abort) saves nothing.
     """
     try:
@@ -125,7 +128,8 @@ def _saved_on_failure(trainer: Any, run_dir: Path, config: RunConfig) -> Iterato
         raise
     except BaseException as err:
         saved = None
-        if trainer.iteration > 0:
+        finished = run_dir / ckpt.checkpoint_name(trainer.iteration)
+        if trainer.iteration > 0 and finished not in ckpt.list_checkpoints(run_dir):
             try:
                 saved = Path(trainer.save())
                 ckpt.prune(run_dir, config.checkpoint.keep)

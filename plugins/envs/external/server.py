@@ -483,14 +483,33 @@ class PolicyServer:
             self.selector.unregister(conn.sock)
         conn.sock.close()
 
-    def shutdown(self) -> None:
-        for conn in list(self.conns.values()):
-            if conn.state == "ready":
-                self.send(conn, error_frame(ErrorCode.SHUTTING_DOWN, "the server is stopping"))
-            self.close(conn)
+    def shutdown(self, linger_s: float = _CLOSING_LINGER_S) -> None:
+        """Stop: every open connection gets ``SHUTTING_DOWN``, then is closed (docs/protocol.md).
+
+        The listening socket closes first (new connections are refused). Every
+        connection that has not had an error frame yet, those still before their
+        ``hello`` included, gets ``SHUTTING_DOWN`` after the replies still queued
+        for it, and is closed once it has read them and closed its end, or after
+        ``linger_s`` in all. Meanwhile what clients still send is read and
+        dropped: closing a socket with unread input sends a reset, which makes
+        some systems discard the error frame before the client reads it.
+        """
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(self.listener)
         self.listener.close()
+        deadline = time.monotonic() + linger_s
+        for conn in list(self.conns.values()):
+            if conn.state in ("handshake", "ready"):
+                self._release(conn)
+                conn.state = "closing"
+                conn.closing_until = deadline
+                self.send(conn, error_frame(ErrorCode.SHUTTING_DOWN, "the server is stopping"))
+                if conn.state == "closing":
+                    self._shutdown_write(conn)
+        while self.conns and time.monotonic() < deadline:
+            self.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+        for conn in list(self.conns.values()):
+            self.close(conn)
         self.selector.close()
 
     def announce(self) -> None:
