@@ -13,6 +13,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def source_revision() -> str:
+    """The commit measured, ``+dirty`` with uncommitted edits: a result names the code it checked."""
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout
+    return (commit or "unknown") + ("+dirty" if dirty.strip() else "")
+
+
 def launch(args: list[str], first_line_prefix: str | None = None) -> dict[str, Any]:
     """Run ``python -m rlgear ARGS``; return wall time, peak RSS (MB), and when a line first appeared."""
     start = time.perf_counter()

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _run import source_revision
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST_HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4}
@@ -171,18 +172,6 @@ FAULT_COUNTER_PREFIXES = (
     "worker_failures/",
     "learner/num_nonfinite",
 )
-
-
-def source_revision() -> str:
-    """The commit measured, ``+dirty`` with uncommitted edits: a result names the code it checked."""
-    git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
-    commit = subprocess.run(
-        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
-    ).stdout
-    return (commit or "unknown") + ("+dirty" if dirty.strip() else "")
 
 
 def check_run(driver: Driver, stop_s: float) -> dict[str, Any]:

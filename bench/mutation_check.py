@@ -40,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _run import source_revision
 from mutations import MUTATIONS, Mutation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,18 +56,6 @@ def tracked_files() -> list[str]:
         text=True,
     ).stdout
     return [line for line in out.splitlines() if line and (ROOT / line).is_file()]
-
-
-def source_revision() -> str:
-    """The commit the checked tree is at, with ``+dirty`` when it has uncommitted edits (a result names what it measured)."""
-    git = ["git", "-C", str(ROOT)]
-    commit = subprocess.run(
-        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
-    ).stdout
-    return (commit or "unknown") + ("+dirty" if dirty.strip() else "")
 
 
 def make_copy(dest: Path) -> Path:

@@ -210,6 +210,21 @@ MUTATIONS: list[Mutation] = [
         AC_TESTS,
     ),
     Mutation(
+        "pg_ignores_grad_clip_torch",
+        "plugins/algorithms/pg/torch_policy.py",
+        "    loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)\n",
+        "    loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)\n\n"
+        "    def learn_on_batch(self, batch):\n"
+        "        training = self.config.training\n"
+        "        clip, training.grad_clip = training.grad_clip, None\n"
+        "        try:\n"
+        "            return super().learn_on_batch(batch)\n"
+        "        finally:\n"
+        "            training.grad_clip = clip\n",
+        "PG's torch step ignores grad_clip (steps on the unclipped gradient)",
+        AC_TESTS,
+    ),
+    Mutation(
         "pg_value_term_without_baseline_torch",
         "plugins/algorithms/pg/torch_policy.py",
         "        if training.use_baseline:\n",
@@ -239,6 +254,16 @@ MUTATIONS: list[Mutation] = [
         'if training.td_error_loss_fn == "huber":',
         "if False:",
         "DQN uses MSE when Huber is asked for",
+        DQN_TESTS,
+    ),
+    Mutation(
+        "dqn_ignores_lr_schedule_torch",
+        _DQN_TORCH,
+        "    def learn_on_batch(self, batch: SB) -> dict[str, float]:\n",
+        "    def _current_lr(self) -> float:\n"
+        "        return float(self.config.training.lr)\n\n"
+        "    def learn_on_batch(self, batch: SB) -> dict[str, float]:\n",
+        "DQN's torch policy steps with lr, ignoring lr_schedule",
         DQN_TESTS,
     ),
     Mutation(
@@ -287,6 +312,16 @@ MUTATIONS: list[Mutation] = [
         "loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * mean_entropy",
         "loss = policy_loss + training.vf_loss_coeff * vf_loss + training.entropy_coeff * mean_entropy",
         "IMPALA's entropy bonus with its sign flipped (TF)",
+        IMPALA_TESTS,
+    ),
+    Mutation(
+        "impala_ignores_lr_schedule_tf",
+        _IMPALA_TF,
+        "class IMPALATFPolicy(TFPolicy):\n",
+        "class IMPALATFPolicy(TFPolicy):\n"
+        "    def _current_lr(self) -> float:\n"
+        "        return float(self.config.training.lr)\n\n",
+        "IMPALA's TF policy steps with lr, ignoring lr_schedule",
         IMPALA_TESTS,
     ),
     Mutation(

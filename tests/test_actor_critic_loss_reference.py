@@ -91,6 +91,9 @@ def build(tmp_path, algorithm, backend, continuous, training):
 
 def check_step(policy, continuous: bool, value_term: bool, normalize: bool, lr: float | None = None):
     training = policy.config.training
+    # Read before the step: a policy that changed its own config while learning must not move the goalposts.
+    lr = training.lr if lr is None else lr
+    grad_clip = training.grad_clip
     batch = batch_for(policy, continuous)
     weights = policy.get_weights()
     _, expected = reference(weights, batch, training, continuous, value_term, normalize)
@@ -104,11 +107,10 @@ def check_step(policy, continuous: bool, value_term: bool, normalize: bool, lr: 
     for key, value in expected.items():
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
     assert stats["grad_gnorm"] == pytest.approx(global_norm(grads), rel=1e-3)
-    lr = training.lr if lr is None else lr
     assert stats["cur_lr"] == pytest.approx(lr)
-    if training.grad_clip is not None:
-        assert global_norm(grads) > training.grad_clip  # the clip is active in this case
-    assert_update_is_sgd_on(update, grads, lr, training.grad_clip)
+    if grad_clip is not None:
+        assert global_norm(grads) > grad_clip  # the clip is active in this case
+    assert_update_is_sgd_on(update, grads, lr, grad_clip)
     return update
 
 
@@ -117,6 +119,7 @@ PG_CASES = {
     "baseline-raw-advantages": (False, {"normalize_advantages": False}),
     "no-baseline": (False, {"use_baseline": False, "entropy_coeff": 0.05}),
     "coefficients": (False, {"entropy_coeff": 0.04, "vf_loss_coeff": 0.8}),
+    "grad-clip-active": (False, {"entropy_coeff": 0.04, "grad_clip": 0.05}),
     "continuous": (True, {"entropy_coeff": 0.04, "vf_loss_coeff": 0.8, "normalize_advantages": False}),
 }
 

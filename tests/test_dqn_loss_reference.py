@@ -12,7 +12,9 @@ computes their targets from the raw fragment.
 
 Each case takes one plain-SGD step (``learn_on_batch``) and compares the loss,
 every statistic, the per-row ``td_errors`` (what prioritized replay gets) and
-the update of every weight with ``lr x`` the finite-difference gradient.
+the update of every weight with ``lr x`` the finite-difference gradient. The
+rate (``cur_lr`` and the step size) is checked at two timesteps of an
+``lr_schedule``.
 """
 
 from __future__ import annotations
@@ -111,8 +113,11 @@ def build(tmp_path, backend, training, model=None):
     return policy
 
 
-def check_step(policy, batch):
+def check_step(policy, batch, lr: float | None = None):
+    """One ``learn_on_batch`` against the reference; ``lr`` is the rate expected (default ``training.lr``)."""
     training = policy.config.training
+    lr = training.lr if lr is None else lr
+    grad_clip = training.grad_clip  # read before the step, as lr
     weights, target = policy.get_weights(), policy.get_target_weights()
     _, expected, td = reference(weights, target, batch, training)
     grads = finite_difference_gradient(lambda w: reference(w, target, batch, training)[0], weights)
@@ -121,9 +126,10 @@ def check_step(policy, batch):
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
     assert stats["grad_gnorm"] == pytest.approx(global_norm(grads), rel=1e-3)
     np.testing.assert_allclose(policy.td_errors, td, rtol=1e-4, atol=1e-5, err_msg="td_errors")
-    if training.grad_clip is not None:
-        assert global_norm(grads) > training.grad_clip
-    assert_update_is_sgd_on(update, grads, training.lr, training.grad_clip)
+    assert stats["cur_lr"] == pytest.approx(lr)
+    if grad_clip is not None:
+        assert global_norm(grads) > grad_clip
+    assert_update_is_sgd_on(update, grads, lr, grad_clip)
     return expected, td
 
 
@@ -152,6 +158,17 @@ def test_dqn_loss_stats_td_errors_and_update_match_the_numpy_reference(tmp_path,
     _, td = check_step(policy, batch)
     delta = policy.config.training.huber_delta
     assert (td < delta).any() and (td > delta).any()  # both pieces of the Huber loss are used
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("timestep", [20_000, 70_000])
+def test_lr_schedule_sets_the_step_size_at_the_policys_global_timestep(tmp_path, backend, timestep):
+    """The schedule's rate at the timestep (0.42 and 0.22), not ``lr`` (0.3): in ``cur_lr`` and in the step."""
+    policy = build(tmp_path, backend, {"lr_schedule": [[0, 0.5], [100_000, 0.1]], "huber_delta": 0.7})
+    policy.set_global_timestep(timestep)
+    lr = 0.5 - 0.4 * timestep / 100_000
+    assert lr != pytest.approx(policy.config.training.lr)
+    check_step(policy, transitions(scale=3.0), lr=lr)
 
 
 def test_double_q_cases_have_rows_where_online_and_target_networks_disagree(tmp_path):

@@ -12,7 +12,8 @@ before the step), so the finite-difference gradient holds them fixed.
 Each case takes plain-SGD steps (``learn_on_batch``) on sequences ``[N, T+1]``
 that hold terminated and truncated episode ends, and compares every statistic
 and the update of every weight; ``compute_gradients`` (what an A3C-style
-worker sends) is checked too.
+worker sends) is checked too, and the rate (``cur_lr`` and the step size) at
+two timesteps of an ``lr_schedule``.
 """
 
 from __future__ import annotations
@@ -179,9 +180,27 @@ def test_impala_loss_stats_and_update_match_the_numpy_reference(tmp_path, backen
     for key, value in expected.items():
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
     assert stats["grad_gnorm"] == pytest.approx(global_norm(grads), rel=1e-3)
+    assert stats["cur_lr"] == pytest.approx(config.lr)
     if config.grad_clip is not None:
         assert global_norm(grads) > config.grad_clip
     assert_update_is_sgd_on(update, grads, config.lr, config.grad_clip)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("timestep", [20_000, 70_000])
+def test_lr_schedule_sets_the_step_size_at_the_policys_global_timestep(tmp_path, backend, timestep):
+    """The schedule's rate at the timestep (0.42 and 0.22), not ``lr`` (0.3): in ``cur_lr`` and in the step."""
+    policy = build(tmp_path, backend, False, {"lr_schedule": [[0, 0.5], [100_000, 0.1]]})
+    policy.set_global_timestep(timestep)
+    lr = 0.5 - 0.4 * timestep / 100_000
+    assert lr != pytest.approx(policy.config.training.lr)
+    batch = sequences(policy, False, seed=1)
+    expected, grads, _ = expected_step(policy, batch, False)
+    stats, update = sgd_step(policy, batch)
+    assert stats["cur_lr"] == pytest.approx(lr)
+    for key, value in expected.items():
+        assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
+    assert_update_is_sgd_on(update, grads, lr)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -152,14 +152,23 @@ def test_ppo_loss_stats_and_update_match_the_numpy_reference(tmp_path, backend, 
     assert_update_is_sgd_on(update, grads, training.lr, training.grad_clip)
 
 
-def test_value_clipping_case_takes_the_clipped_error_on_some_rows_and_not_others(tmp_path):
-    """The value-clipping cases are set so that max(unclipped, clipped) differs from either alone."""
-    policy = build(tmp_path, "torch", False, {"vf_clip_param": 0.4}, {})
-    batch = ppo_batch(policy, False)
-    _, values = actor_critic(policy.get_weights(), batch[SB.OBS])
+VALUE_CLIP_CASES = sorted(name for name, (_, training, _) in CASES.items() if "vf_clip_param" in training)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", VALUE_CLIP_CASES)
+def test_value_clipping_cases_take_the_clipped_error_on_some_rows_and_not_others(tmp_path, backend, case):
+    """Every case with ``vf_clip_param`` is set so that max(unclipped, clipped) differs from either alone,
+    on the batch and weights each backend's run of that case uses (so min for max, or either term
+    alone, changes its numbers on both backends)."""
+    continuous, training_overrides, model = CASES[case]
+    policy = build(tmp_path, backend, continuous, training_overrides, model)
+    clip = policy.config.training.vf_clip_param
+    batch = ppo_batch(policy, continuous)
+    _, values = actor_critic(policy.get_weights(), batch[SB.OBS], policy.config.model.activation)
     old, targets = batch[SB.VF_PREDS], batch[SB.VALUE_TARGETS]
     unclipped = (values - targets) ** 2
-    clipped = (old + np.clip(values - old, -0.4, 0.4) - targets) ** 2
+    clipped = (old + np.clip(values - old, -clip, clip) - targets) ** 2
     assert (clipped > unclipped + 1e-6).any() and (unclipped > clipped + 1e-6).any()
 
 

@@ -22,16 +22,21 @@ from tests.conftest import small_config
 SCRIPTED = "tests.test_gymnasium_timesteps:ScriptedEnv"
 
 
-def spy_on_learner(trainer):
-    """Record a copy of every batch the trainer's policy learns from."""
+def spy_on_learner(trainer, method="learn_on_batch"):
+    """Record a copy of every batch the trainer's policy learns from through ``method``.
+
+    ``compute_gradients`` for A3C: its workers compute the gradients and the
+    learner only applies them, so the batch is seen where the gradient is taken
+    (with ``num_workers: 0`` that is the driver's own policy, ``trainer.policy``).
+    """
     seen: list[dict] = []
-    learn = trainer.policy.learn_on_batch
+    learn = getattr(trainer.policy, method)
 
     def recording(batch):
         seen.append({"batch": SB({k: np.array(v) for k, v in batch.items()})})
         return learn(batch)
 
-    trainer.policy.learn_on_batch = recording
+    setattr(trainer.policy, method, recording)
     return seen
 
 
@@ -143,13 +148,15 @@ def test_trainer_results_are_over_the_last_metrics_window_episodes(tmp_path):
 # ----------------------------------------------------------------------------- rows that reach the learner
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c"])
+@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "a3c"])
 def test_the_learner_sees_each_transition_once_and_never_a_last_or_bootstrap_row(tmp_path, algorithm):
     """Scripted episodes of 3 (terminated) and 2 (truncated) steps, fragments of 4 steps.
 
     Every fragment ends on a bootstrap row, the next fragment's first row: it
     may be learned only there, once. LAST rows are never learned. So the rows
-    learned are exactly the transitions sampled: one per env step.
+    learned are exactly the transitions sampled: one per env step. A3C (with
+    ``num_workers: 0``, in-process) is watched at ``compute_gradients``, where
+    its worker turns the batch into the gradient the learner applies.
     """
     training = {"train_batch_size": 8}
     if algorithm == "ppo":
@@ -159,15 +166,18 @@ def test_the_learner_sees_each_transition_once_and_never_a_last_or_bootstrap_row
         algorithm,
         training,
         env={"name": SCRIPTED, "kwargs": {"lengths": [3, 2], "terminated": [True, False]}},
-        workers={"num_envs_per_worker": 2, "rollout_fragment_length": 4},
+        workers={"num_workers": 0, "num_envs_per_worker": 2, "rollout_fragment_length": 4},
     )
-    seen = spy_on_learner(trainer)
+    seen = spy_on_learner(trainer, "compute_gradients" if algorithm == "a3c" else "learn_on_batch")
     try:
         for _ in range(3):
             trainer.train()
         steps = trainer.timesteps_total
+        if algorithm == "a3c":  # every gradient computed was applied: the rows seen are the rows learned
+            assert trainer.policy.num_grad_updates == len(seen)
     finally:
         trainer.stop()
+    assert seen, "the spy saw no batch: the learner was not reached through the watched method"
     rows = [
         (int(e), int(t))
         for call in seen
