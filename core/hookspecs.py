@@ -6,13 +6,22 @@ register it under the ``rlgear.hooks`` entry-point group so every run picks it
 up. Hooks are always called with keyword arguments, so an implementation may
 take only the arguments it needs. Set ``RLGEAR_DISABLE_PLUGIN_AUTOLOAD=1`` to
 skip entry-point hooks (as pytest does with PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+
+The argument types are imported for type checkers and the API reference only
+(``TYPE_CHECKING``): importing this module imports none of them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only; nothing below is imported at run time
+    from rlgear.execution.evaluator import Evaluator
+    from rlgear.execution.metrics import Episode
+    from rlgear.sample_batch import SampleBatch
+    from rlgear.trainer import Trainer
 
 hookspec = pluggy.HookspecMarker("rlgear")
 #: Decorates a hook implementation: ``@rlgear.hookimpl def on_train_result(self, result): ...``
@@ -20,17 +29,17 @@ hookimpl = pluggy.HookimplMarker("rlgear")
 
 
 @hookspec
-def on_trainer_init(trainer: Any) -> None:
+def on_trainer_init(trainer: Trainer) -> None:
     """The trainer is built (workers, policy and envs exist), before the first iteration."""
 
 
 @hookspec
-def on_episode_start(worker: Any, episode: Any) -> None:
+def on_episode_start(worker: Evaluator, episode: Episode) -> None:
     """An episode started in ``worker``'s env ``episode.env_id``."""
 
 
 @hookspec
-def on_episode_end(worker: Any, episode: Any) -> None:
+def on_episode_end(worker: Evaluator, episode: Episode) -> None:
     """An episode ended (terminated or truncated) in ``worker``.
 
     ``episode`` has ``episode_return``, ``length``, ``terminated``, ``truncated``,
@@ -41,12 +50,12 @@ def on_episode_end(worker: Any, episode: Any) -> None:
 
 
 @hookspec
-def on_sample_end(worker: Any, batch: Any) -> None:
+def on_sample_end(worker: Evaluator, batch: SampleBatch) -> None:
     """``worker`` finished a postprocessed SampleBatch (may be modified in place)."""
 
 
 @hookspec
-def on_train_result(trainer: Any, result: dict[str, Any]) -> None:
+def on_train_result(trainer: Trainer, result: dict[str, Any]) -> None:
     """An iteration's result is ready; add or change keys in ``result`` in place.
 
     Keys added under ``custom_metrics/`` are logged like the built-in ones.
@@ -54,5 +63,5 @@ def on_train_result(trainer: Any, result: dict[str, Any]) -> None:
 
 
 @hookspec
-def on_checkpoint(trainer: Any, checkpoint_dir: str) -> None:
+def on_checkpoint(trainer: Trainer, checkpoint_dir: str) -> None:
     """A checkpoint was written (it is complete and in place) at ``checkpoint_dir``."""

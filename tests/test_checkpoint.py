@@ -1,6 +1,6 @@
 """Tests of checkpoints: the file format (``rlgear.run.checkpoint``) and Trainer save/restore/load.
 
-DESIGN.md, "Results and checkpoints": a checkpoint is written to a temporary
+docs/architecture.md, "Results and checkpoints": a checkpoint is written to a temporary
 folder and renamed into place (never half-written); weights in safetensors
 with framework-neutral names, the rest in JSON (no pickle); it holds
 everything needed to continue exactly: weights, optimizer state, counters,

@@ -231,3 +231,88 @@ def test_run_config_fail_is_the_helper_plugin_code_uses_for_its_keys(tmp_path):
     assert str(config.fail("model.hidden_sizes", "bad")).endswith(
         "ppo-cartpole.yaml: model.hidden_sizes: bad"
     )
+
+
+# An algorithm plugin whose setup() checks two keys together and refuses with config.fail.
+PICKY_ENTRY_POINTS = "[rlgear.algorithms]\npicky = picky_mod:Picky\n"
+PICKY_MODULE = """\
+from rlgear.plugins.algorithms.ppo import PPO
+
+
+class Picky(PPO):
+    name = "picky"
+
+    def setup(self, config):
+        envs = config.workers.num_envs_per_worker
+        if config.training.train_batch_size % envs:
+            raise config.fail(
+                "training.train_batch_size", f"picky needs a multiple of workers.num_envs_per_worker ({envs})"
+            )
+        super().setup(config)
+"""
+PICKY_MESSAGE = "training.train_batch_size: picky needs a multiple of workers.num_envs_per_worker (2)"
+PICKY_CONFIG = "algorithm: picky\nenv: {name: CartPole-v1}\nworkers: {num_envs_per_worker: 2}\n"
+
+
+@pytest.fixture
+def picky_env(tmp_path) -> dict[str, str]:
+    """Environment variables of a subprocess in which the ``picky`` algorithm is an installed plugin."""
+    site = folder(tmp_path / "site")
+    info = folder(site / "picky-0.1.dist-info")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: picky\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(PICKY_ENTRY_POINTS)
+    (site / "picky_mod.py").write_text(PICKY_MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "RLGEAR_DISABLE_PLUGIN_AUTOLOAD"}
+    env.update(RLGEAR_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=str(site))
+    return env
+
+
+def test_a_trainer_setup_raising_config_fail_names_the_file_or_the_set_and_the_key(picky_env, tmp_path):
+    path = config_file(tmp_path, PICKY_CONFIG + "training: {train_batch_size: 63}\n")
+    runs = tmp_path / "runs"
+    for extra, where in (
+        ([], str(path)),
+        (["--set", "training.train_batch_size=65"], "--set training.train_batch_size=65"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "rlgear", "train", str(path), "--set", f"logging.dir={runs}", *extra],
+            capture_output=True, text=True, timeout=120, env=picky_env,
+        )  # fmt: skip
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.strip().splitlines() == [f"rlgear: error: {where}: {PICKY_MESSAGE}"], out.stderr
+        assert not runs.exists() or not any(runs.iterdir())  # no run folder left behind
+    out = subprocess.run(  # the check passes: the run starts and trains
+        [sys.executable, "-m", "rlgear", "train", str(path), "--set", f"logging.dir={runs}",
+         "--set", "training.train_batch_size=64", "--set", "stop.training_iteration=1"],
+        capture_output=True, text=True, timeout=300, env=picky_env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run_dir,) = runs.iterdir()
+    assert len((run_dir / "progress.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_trainer_setup_raising_config_fail_gives_a_config_error_with_the_prefix(tmp_path):
+    from rlgear import config as config_mod
+    from rlgear.errors import ConfigError
+    from rlgear.plugins.algorithms.ppo import PPO
+
+    class Picky(PPO):
+        def setup(self, config):
+            envs = config.workers.num_envs_per_worker
+            if config.training.train_batch_size % envs:
+                raise config.fail(
+                    "training.train_batch_size",
+                    f"picky needs a multiple of workers.num_envs_per_worker ({envs})",
+                )
+            super().setup(config)
+
+    path = config_file(
+        tmp_path, "algorithm: ppo\nenv: {name: CartPole-v1}\nworkers: {num_envs_per_worker: 2}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        Picky(config_mod.load(path, ["training.train_batch_size=65"]))
+    assert str(caught.value) == f"--set training.train_batch_size=65: {PICKY_MESSAGE}"
+    path.write_text(path.read_text() + "training: {train_batch_size: 63}\n")
+    with pytest.raises(ConfigError) as caught:
+        Picky(str(path))
+    assert str(caught.value) == f"{path}: {PICKY_MESSAGE}"

@@ -3,7 +3,7 @@
 Every error here is a :class:`rlgear.errors.ConfigError` whose one-line message
 must say where (the file, or the ``--set`` that caused it), which key (the
 dotted path), what was expected and what was given, and for an unknown key the
-closest valid one (DESIGN.md, "Configuration").
+closest valid one (docs/architecture.md, "Config").
 """
 
 from __future__ import annotations

@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -47,8 +50,10 @@ goal_rate = my_goal_hook
 
 
 # --- the site -----------------------------------------------------------------------------
-@pytest.mark.slow
-def test_mkdocs_build_strict_succeeds(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> tuple[Path, str]:
+    """``mkdocs build --strict`` once for this module: the site folder and the build's output."""
+    tmp_path = tmp_path_factory.mktemp("docs")
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material's banner about its successor
     result = subprocess.run(
@@ -57,12 +62,95 @@ def test_mkdocs_build_strict_succeeds(tmp_path):
     )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
+    return site, output
+
+
+def page_text(site: Path, page: str) -> str:
+    """A built page's text as a reader sees it: tags (syntax highlighting's spans) removed, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", (site / page).read_text()))
+
+
+@pytest.mark.slow
+def test_mkdocs_build_strict_succeeds(built_site):
+    site, output = built_site
     assert "WARNING" not in output, output
     for page in ("index.html", "architecture/index.html", "plugins/algorithms/index.html",
                  "reference/config/ppo/index.html", "reference/trainer/index.html"):  # fmt: skip
         assert (site / page).is_file(), page
     ppo = (site / "reference/config/ppo/index.html").read_text()
     assert "training.clip_param" in ppo and "Clip range of the probability ratio" in ppo
+
+
+# The example files each plugin page includes with a pymdownx.snippets line (`--8<-- "path"`).
+PLUGIN_PAGE_EXAMPLES = {
+    "plugins/algorithms.md": [
+        "examples/rlgear-example-plugin/src/rlgear_example/simple_pg/config.py",
+        "examples/rlgear-example-plugin/src/rlgear_example/simple_pg/simple_pg.py",
+        "examples/rlgear-example-plugin/src/rlgear_example/simple_pg/torch_policy.py",
+        "docs/examples/my_cem.py",
+    ],
+    "plugins/envs.md": ["docs/examples/my_gridworld.py"],
+    "plugins/backends.md": ["docs/examples/my_numpy_backend.py"],
+    "plugins/schedulers.md": ["docs/examples/my_median_stopping.py"],
+    "plugins/hooks.md": ["docs/examples/my_goal_hook.py"],
+}
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
+
+
+def test_snippet_lines_of_the_pages_are_intact():
+    """Every line that starts a snippet include is exactly ``--8<-- "path"`` (``ruff format`` once broke them).
+
+    pyproject.toml keeps ``ruff format`` away from docs/**/*.md, whose Python code blocks it
+    would format, turning ``--8<-- "x"`` into ``--8 < --"x"``: text on the site, not the example.
+    """
+    found: dict[str, list[str]] = {}
+    for path in sorted(DOCS.rglob("*.md")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.lstrip().startswith("--8"):
+                match = SNIPPET.match(line)
+                assert match, f"{path.relative_to(ROOT)}:{number}: not a snippet line: {line!r}"
+                assert (ROOT / match[1]).is_file(), (
+                    f"{path.relative_to(ROOT)}:{number}: {match[1]} is missing"
+                )
+                found.setdefault(str(path.relative_to(DOCS)), []).append(match[1])
+    assert found == PLUGIN_PAGE_EXAMPLES
+
+
+def distinctive_lines(source: str) -> list[str]:
+    """The ``class ...:`` and ``def ...:`` lines (first line of each) of a module's top-level definitions."""
+    lines = source.splitlines()
+    return [
+        lines[node.lineno - 1].strip()
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", sorted(PLUGIN_PAGE_EXAMPLES))
+def test_plugin_pages_show_the_code_of_the_examples_they_include(built_site, page):
+    site, _ = built_site
+    text = page_text(site, page.removesuffix(".md") + "/index.html")
+    assert "--8" not in text, f"{page}: a snippet line is shown as text instead of the example"
+    for example in PLUGIN_PAGE_EXAMPLES[page]:
+        expected = distinctive_lines((ROOT / example).read_text())
+        assert expected, f"{example} defines no class or function"
+        missing = [line for line in expected if line not in text]
+        assert not missing, f"{page} lacks these lines of {example}: {missing}"
+
+
+@pytest.mark.slow
+def test_the_hooks_api_reference_shows_the_types_of_the_arguments(built_site):
+    site, _ = built_site
+    text = re.sub(r"\s+", " ", page_text(site, "plugins/hooks/index.html"))
+    for signature in (
+        "on_trainer_init(trainer: Trainer) -> None",
+        "on_episode_end(worker: Evaluator, episode: Episode) -> None",
+        "on_sample_end( worker: Evaluator, batch: SampleBatch ) -> None",
+        "on_checkpoint( trainer: Trainer, checkpoint_dir: str ) -> None",
+    ):
+        assert signature in text, signature
+    assert "worker: Any" not in text and "trainer: Any" not in text
 
 
 class _Loader(yaml.SafeLoader):
@@ -98,6 +186,19 @@ def test_docs_and_readme_point_at_nothing_a_clone_lacks():
         text = path.read_text()
         for needle in ("DESIGN.md", "../shared", "shared/DEPENDENCY-NOTES"):
             assert needle not in text, f"{path.relative_to(ROOT)} mentions {needle}"
+
+
+def test_code_and_tests_cite_the_docs_not_a_design_file_a_clone_lacks():
+    """Docstrings and comments cite the page that holds a rule (docs/architecture.md ...), not DESIGN.md."""
+    sources = [
+        path
+        for folder in ("core", "plugins", "tests", "docs", "examples", "bench")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".md", ".tmpl") and path != Path(__file__).resolve()
+    ]
+    assert len(sources) > 50
+    citing = [str(path.relative_to(ROOT)) for path in sources if "DESIGN.md" in path.read_text()]
+    assert citing == [], f"these cite DESIGN.md, which is not in the repository: {citing}"
 
 
 # --- the config reference --------------------------------------------------------------------

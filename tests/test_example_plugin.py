@@ -2,7 +2,8 @@
 
 The fast tests import ``rlgear_example`` from the example's source folder and
 check the ``corridor`` env against the VectorEnv contract (``rlgear.env``) and
-``simple_pg``'s postprocessing against the value truth table (DESIGN.md). The
+``simple_pg``'s postprocessing against the value truth table (docs/architecture.md,
+"TimeStep semantics"). The
 slow test installs the package into a throwaway virtualenv, as a user would,
 and drives it through the ``rlgear`` CLI: the entry points must be found, and
 a short run must learn.

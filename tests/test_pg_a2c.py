@@ -1,9 +1,15 @@
-"""Fast tests of the ``pg`` and ``a2c`` algorithms: postprocessing, config checks, the loss's direction.
+"""Fast tests of the ``pg`` and ``a2c`` algorithms: postprocessing, config checks, a continuous-action run.
 
-Postprocessing is checked against small fragments computed by hand (DESIGN.md's
-value truth table: a terminated episode adds nothing after its LAST step, a
-truncated one bootstraps from its last value, LAST rows and the bootstrap row are
-never trained on). Learning to a target return is in ``test_learning_pg_a2c.py``.
+Postprocessing is checked against small fragments computed by hand (the value truth
+table of docs/architecture.md, "TimeStep semantics": a terminated episode adds
+nothing after its LAST step, a truncated one bootstraps from its last value, LAST
+rows and the bootstrap row are never trained on). The config checks are the out-of-range hyperparameters
+(a ``ConfigError`` naming the key), PG without a baseline needing complete
+episodes, and A2C's SB3 defaults; each trainer also runs one iteration on a
+continuous-action env. The losses themselves (values, statistics and updates on
+both backends) are checked against a numpy reference in
+``test_actor_critic_loss_reference.py``; learning to a target return is in
+``test_learning_pg_a2c.py``.
 
 The trainers are built directly (not by name): the registry learns ``pg`` and
 ``a2c`` from the package's entry points.

@@ -408,7 +408,8 @@ def test_plugins_command_shows_package_and_version_of_builtins(plugin_listings):
 
 
 def test_plugins_command_lists_hook_plugins(plugin_listings):
-    # DESIGN.md: `rlgear plugins` shows everything discovered; rlgear.hooks is a plugin group.
+    # docs/plugins/index.md, "`rlgear plugins`": it lists every installed plugin of every kind;
+    # rlgear.hooks is a plugin group.
     out = plugin_listings["fakeplug"]
     row = listing_row(out.stdout, "counter")
     assert "fakeplug" in row

@@ -6,7 +6,8 @@ its binomial expectation ``N p`` within 5 standard deviations
 enough that the wrong distribution (e.g. ``p`` instead of ``p**alpha``) fails
 by dozens of deviations.
 
-n-step layout reminder (DESIGN.md, "TimeStep (ALF semantics)"): fragments are
+n-step layout reminder (docs/architecture.md, "Fragments and rows" and
+"TimeStep semantics"): fragments are
 time-major ``[T+1, B]``; ``rewards[t]`` and ``discounts[t]`` arrive *with* step
 ``t``; fragment discounts are raw env discounts (0 at a terminated LAST, 1
 otherwise); row ``T`` only supplies the bootstrap observation.

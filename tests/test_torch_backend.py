@@ -2,7 +2,7 @@
 
 The distributions are checked against ``torch.distributions`` (which they
 replace for speed), the sampling statistically. Weights are checked for the
-framework-neutral contract of DESIGN.md ("Core contracts": a flat
+framework-neutral contract of docs/architecture.md ("The core contracts": a flat
 ``{name: array}`` with kernels ``[in, out]``), including a plain-numpy forward
 pass that must reproduce the policy's outputs from the exported weights alone.
 """

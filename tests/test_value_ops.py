@@ -7,7 +7,7 @@ sums the discounted rewards (or TD errors) forward with plain Python loops,
 deciding explicitly whether the episode bootstraps (truncated, or still running
 at the end of the fragment) or not (terminated).
 
-Layout reminder (DESIGN.md, "TimeStep (ALF semantics)"): ``rewards[t]`` and
+Layout reminder (docs/architecture.md, "value_ops"): ``rewards[t]`` and
 ``discounts[t]`` arrive *with* step ``t``; ``discounts`` is already multiplied
 by gamma, so FIRST/MID/truncated-LAST rows carry ``gamma`` and a terminated LAST
 carries ``0``. The final row only supplies the bootstrap value.

@@ -6,10 +6,10 @@ directly, one step ``s`` at a time, as an explicit truncated sum::
     v_s = V(x_s) + sum_{t=s}^{end-1} (prod_{i=s}^{t-1} gamma_i c_i) delta_t V
 
 and eq. (4) for the policy-gradient advantage, with the episode boundaries of
-DESIGN.md's truth table: the sum stops at the episode's LAST step (a
-terminated LAST has discount 0, so nothing after it counts; a truncated one
-bootstraps from its value) or at the fragment's bootstrap row. It shares no
-code with the recursive implementation.
+the truth table of docs/architecture.md ("TimeStep semantics"): the sum stops
+at the episode's LAST step (a terminated LAST has discount 0, so nothing after
+it counts; a truncated one bootstraps from its value) or at the fragment's
+bootstrap row. It shares no code with the recursive implementation.
 """
 
 from __future__ import annotations

@@ -468,18 +468,51 @@ class ResultKeyCheck:
     otherwise run to the other limit. A path is checked at the first result
     holding any key with its prefix (custom metrics appear once episodes end),
     and must then be one of that result's keys.
+
+    A ``custom_metrics/`` path is also judged when no result has any custom
+    metric: custom metrics come only from hooks (``episode.custom_metrics`` in
+    ``on_episode_end``, or keys that ``on_train_result`` adds), so a run without
+    one usually lacks the hook that records it (not passed, not installed, or
+    entry-point hooks turned off). It is refused at the first result at which
+    the run (each trial of an experiment, counted apart by the result's
+    ``trial_id``) has reported ``CUSTOM_METRICS_GRACE_RESULTS`` (3) results since
+    it started or resumed and at least one episode ended during them: by then
+    ``on_train_result`` ran on every result and ``on_episode_end`` for at least
+    one episode. A run whose episodes never end is not judged. A hook that
+    records a metric for only some episodes should record it for every episode
+    (0.0 when it does not apply): a stop key or ``tune.metric`` on it is judged
+    as soon as any other custom metric is reported, and with none by this rule.
     """
+
+    #: Results (of one run or trial) after which a ``custom_metrics/`` path is judged even when no
+    #: result has any ``custom_metrics/`` key, provided an episode ended during them.
+    CUSTOM_METRICS_GRACE_RESULTS = 3
 
     def __init__(self, keys: dict[str, str]):
         #: key path -> where it was given (``stop.custom_metrics/x``, ``tune.metric``)
         self.pending = {key: where for key, where in keys.items() if "/" in key and key not in RESULT_KEYS}
+        #: per run or trial (``trial_id``, None for a single run): [results seen, episodes ended in them]
+        self._seen: dict[Any, list[int]] = {}
 
     def check(self, result: Mapping[str, Any]) -> None:
-        """Raise ConfigError for a pending key its prefix's keys show to be a typo."""
+        """Raise ConfigError for a pending key its prefix's keys show to be a typo, or that no hook reports."""
+        seen = self._seen.setdefault(result.get("trial_id"), [0, 0])
+        seen[0] += 1
+        seen[1] += int(result.get("episodes_this_iter") or 0)
+        hooks_had_their_chance = seen[0] >= self.CUSTOM_METRICS_GRACE_RESULTS and seen[1] > 0
         for key, where in list(self.pending.items()):
             prefix = key.rsplit("/", 1)[0] + "/"
             have = sorted(k for k in result if str(k).startswith(prefix))
             if not have:
+                if prefix == "custom_metrics/" and hooks_had_their_chance:
+                    del self.pending[key]
+                    raise ConfigError(
+                        f"{where}: the results have no key '{key}' (the custom_metrics/* keys of this run: "
+                        f"none, after {seen[0]} results and {seen[1]} finished episodes). Custom metrics come "
+                        "from hooks (episode.custom_metrics in on_episode_end, or keys on_train_result adds): "
+                        "is the hook that records it passed (hooks=[...]) or installed (an rlgear.hooks entry "
+                        "point; RLGEAR_DISABLE_PLUGIN_AUTOLOAD=1 turns those off)?"
+                    )
                 continue  # not reported yet (no episode ended, no evaluation yet)
             del self.pending[key]
             if key not in result:

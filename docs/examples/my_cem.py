@@ -91,8 +91,8 @@ class CEM(Trainer):
     name = "cem"
     description = "cross-entropy method over a linear policy's weights (numpy)"
     config_class = CEMConfig
-    # rlgear has no framework-free policies yet: list the numpy policy under every backend name
-    # ("numpy" is the backend plugin of docs/examples/my_numpy_backend.py; torch and tf import their framework).
+    # The numpy policy under every backend name: "numpy" (the backend plugin of
+    # docs/examples/my_numpy_backend.py) imports no framework; torch and tf import theirs, unused.
     policies = {"numpy": "my_cem:LinearPolicy", "torch": "my_cem:LinearPolicy", "tf": "my_cem:LinearPolicy"}
     action_spaces = frozenset({"discrete", "continuous"})
     # what `rlgear plugins --check cem` needs for its short runs (check_config refuses the default)
