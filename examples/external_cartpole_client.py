@@ -1,7 +1,7 @@
 """An environment that connects to an rlgear policy server: gymnasium CartPole-v1 played over TCP.
 
     rlgear serve configs/ppo-cartpole-external.yaml        # the learner, waits for clients
-    python examples/external_cartpole_client.py 127.0.0.1:9900 --seed 1   # x 8
+    python examples/external_cartpole_client.py 127.0.0.1:9900   # x 8 (each seeds its env from its slot)
 
 Only ``rlgear.external.client`` (numpy + standard library) talks to the server; the
 environment could as well be a game engine or a robot.
@@ -17,10 +17,12 @@ import gymnasium as gym
 from rlgear.external.client import Client
 
 
-def play(address: str, seed: int, token: str | None = None, max_steps: int | None = None) -> None:
+def play(address: str, seed: int | None, token: str | None = None, max_steps: int | None = None) -> None:
+    """Play episodes until the server goes away; ``seed=None`` seeds the env with 1 + the slot the
+    server gave this client, so what each slot plays does not depend on the order clients connected in."""
     env = gym.make("CartPole-v1")
     client = Client(address, token=token)
-    observation, _ = env.reset(seed=seed)
+    observation, _ = env.reset(seed=1 + client.slot if seed is None else seed)
     action = client.init(observation)
     steps = 0
     try:
@@ -43,7 +45,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("address", help="host:port of the policy server")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the env (default: 1 + the slot the server assigns)"
+    )
     parser.add_argument("--token", default=None)
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before connecting")
