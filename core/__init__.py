@@ -28,6 +28,7 @@ _LAZY = {
     "Trainer": "rlgear.trainer",
     "TrialScheduler": "rlgear.scheduler",
     "Trial": "rlgear.scheduler",
+    "Searcher": "rlgear.searcher",
     "EnvAdapter": "rlgear.env",
     "VectorEnv": "rlgear.env",
     "Backend": "rlgear.backend",
@@ -47,7 +48,7 @@ _SUBMODULES = {
 
 __all__ = [
     "Backend", "Box", "ConfigError", "Discrete", "EnvAdapter", "Evaluator", "PluginError",
-    "Policy", "RLGearError", "SampleBatch", "StepType", "TimeStep", "Trainer", "Trial",
+    "Policy", "RLGearError", "SampleBatch", "Searcher", "StepType", "TimeStep", "Trainer", "Trial",
     "TrialScheduler", "VectorEnv", "WorkerSet", "__version__", "get_trainable", "hookimpl", "load", "train",
 ]  # fmt: skip
 
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from rlgear.policy import Policy
     from rlgear.sample_batch import SampleBatch
     from rlgear.scheduler import Trial, TrialScheduler
+    from rlgear.searcher import Searcher
     from rlgear.spaces import Box, Discrete
     from rlgear.timestep import StepType, TimeStep
     from rlgear.trainer import Trainer

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from rlgear.errors import RLGearError
+from rlgear.errors import CheckpointError, RLGearError
 from rlgear.spaces import Space
 from rlgear.timestep import TimeStep
 
@@ -58,6 +60,58 @@ class VectorEnv(ABC):
     def close(self) -> None:
         """Release processes, sockets and files."""
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Arrays a checkpoint keeps for these envs: running statistics that change what the policy
+        sees (``env.wrappers_vector``: NormalizeObservation's mean and variance ...). None by default.
+
+        Why: a policy trained on normalized observations is wrong on raw ones; a resumed run and
+        ``rlgear evaluate`` must normalize with the statistics training reached.
+        """
+        return {}
+
+    def set_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`get_state` returned (the default has no state and refuses any)."""
+        if arrays:
+            raise CheckpointError(
+                f"the checkpoint holds env state ({', '.join(sorted(arrays))}) that these envs do not have: "
+                "were env.wrappers_vector changed?"
+            )
+
+    def freeze_statistics(self) -> None:
+        """Stop updating the statistics of :meth:`get_state` (evaluation envs use them as they are)."""
+
+
+@dataclass
+class VideoRequest:
+    """Record episodes of env 0 as mp4 files (``make(..., video=VideoRequest(...))``).
+
+    The adapter wraps env 0 so that each episode that starts while :meth:`wants` says
+    so is written to ``folder/<name_prefix>-episode-<id>.mp4``; the caller arms it
+    with :meth:`arm` right before the episodes it wants, so resets done while setting
+    up record nothing. ``started`` lists the ids of the episodes recorded so far.
+    """
+
+    folder: str
+    name_prefix: str = "rlgear"
+    remaining: int = 0
+    started: list[int] = field(default_factory=list)
+
+    def arm(self, episodes: int) -> None:
+        """Record the next ``episodes`` episodes that start."""
+        self.remaining = int(episodes)
+
+    def wants(self, episode_id: int) -> bool:
+        """Whether the episode starting now (the env's ``episode_id``-th reset) is recorded."""
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        self.started.append(int(episode_id))
+        return True
+
+    def path(self, episode_id: int) -> Path:
+        """The file the episode ``episode_id`` is written to (once it ended or the env closed)."""
+        return Path(self.folder) / f"{self.name_prefix}-episode-{episode_id}.mp4"
+
 
 class EnvAdapter(ABC):
     """What an ``rlgear.envs`` entry point resolves to. Instantiated with no arguments."""
@@ -72,6 +126,33 @@ class EnvAdapter(ABC):
     #: Why ``rlgear plugins --check`` cannot step this adapter's envs in its own process
     #: (e.g. clients play them over the network); empty when it can.
     check_skip_reason: ClassVar[str] = ""
+    #: Whether ``make`` takes ``video=`` (a :class:`VideoRequest`): ``rlgear evaluate --video``
+    #: and ``training.evaluation_video_every`` need it.
+    records_video: ClassVar[bool] = False
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """Refuse env settings this adapter can't apply, when the config is read (before anything runs).
+
+        Raise ``config.fail(path, message)``. The default refuses ``env.wrappers`` and
+        ``env.wrappers_vector`` (gymnasium wrappers, which only an adapter building gymnasium envs
+        applies; such an adapter overrides this, checks them and takes ``wrappers=`` and
+        ``wrappers_vector=`` in ``make``), and ``training.evaluation_video_every`` unless
+        :attr:`records_video`.
+        """
+        name = config.env.adapter
+        for key in ("wrappers", "wrappers_vector"):
+            if getattr(config.env, key):
+                raise config.fail(
+                    f"env.{key}",
+                    f"env adapter '{name}' does not apply gymnasium wrappers (the gymnasium adapter "
+                    "does); remove the key, or wrap the env on its side",
+                )
+        if not cls.records_video and getattr(config.training, "evaluation_video_every", 0):
+            raise config.fail(
+                "training.evaluation_video_every",
+                f"env adapter '{name}' cannot record videos (the gymnasium adapter can); set it to 0",
+            )
 
     @abstractmethod
     def make(
@@ -90,4 +171,10 @@ class EnvAdapter(ABC):
         steps (LAST with discount 1), regardless of the env's own time limit.
         Raise :class:`rlgear.errors.ConfigError` for a name or kwargs the
         adapter cannot use, with a message that names the problem.
+
+        rlgear passes further keywords only to an adapter that accepts them:
+        ``wrappers`` and ``wrappers_vector`` (lists of
+        :class:`rlgear.config.WrapperConfig`, when the config sets them and
+        :meth:`check_config` let them through) and ``video`` (a
+        :class:`VideoRequest`, only if :attr:`records_video`).
         """

@@ -42,7 +42,7 @@ EVALUATION_WORKER_INDEX = 999
 # Config sections that reset_config may change on a live trainer.
 _RESETTABLE = ("training", "stop", "checkpoint", "logging")
 # Training keys that reset_config can't apply in place (they shape the optimizer object).
-_NEEDS_NEW_OPTIMIZER = ("optimizer", "adam_epsilon")
+_NEEDS_NEW_OPTIMIZER = ("optimizer", "optimizer_kwargs", "optimizer_epsilon")
 
 
 class Trainer:
@@ -138,6 +138,14 @@ class Trainer:
         self._stop_requested = False
         self._policy_cls, self._adapter_cls = policy_cls, adapter_cls
         self._evaluation_worker: Evaluator | None = None
+        self._evaluation_video: Any = None  # rlgear.run.video.EvaluationVideo, with evaluation_video_every
+        self.evaluations = 0  # evaluations run by this trainer object (video clips count them)
+        if config.training.evaluation_video_every:
+            from rlgear.run.video import EvaluationVideo
+
+            self._evaluation_video = EvaluationVideo(self.logdir)
+            # build the recording env now: a missing render mode fails before training, not at an evaluation
+            self._evaluation_worker_for(config.training.evaluation_episodes)
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
 
     @classmethod
@@ -237,18 +245,14 @@ class Trainer:
         Its env steps are not counted in ``timesteps_total``.
         """
         episodes_wanted = num_episodes or self.config.training.evaluation_episodes
-        if self._evaluation_worker is None:
-            workers = dataclasses.replace(
-                self.config.workers,
-                num_envs_per_worker=min(episodes_wanted, self.config.workers.num_envs_per_worker),
-                batch_mode="truncate_episodes",
-            )
-            config = dataclasses.replace(self.config, workers=workers)
-            self._evaluation_worker = Evaluator(
-                config, self._policy_cls, self._adapter_cls, worker_index=EVALUATION_WORKER_INDEX
-            )
-        worker = self._evaluation_worker
+        worker = self._evaluation_worker_for(episodes_wanted)
         worker.set_weights(self.policy.get_weights())
+        worker.env.set_state(self.workers.get_env_state())  # normalize as training does, frozen
+        self.evaluations += 1
+        every = self.config.training.evaluation_video_every
+        video = self._evaluation_video if every and self.evaluations % every == 0 else None
+        if video is not None:
+            video.request.arm(1)
         start = time.perf_counter()
         episodes = worker.evaluate(episodes_wanted)
         window = MetricsWindow(len(episodes) or 1)
@@ -257,7 +261,31 @@ class Trainer:
         out = {f"evaluation/{k}": v for k, v in stats.items()}
         out["evaluation/episodes"] = len(episodes)
         out["evaluation/time_s"] = time.perf_counter() - start
+        if video is not None:
+            out.update(video.collect(self.iteration))
         return out
+
+    def _evaluation_worker_for(self, episodes_wanted: int) -> Evaluator:
+        """The evaluation envs (built once), with frozen env statistics and, with
+        ``training.evaluation_video_every``, env 0 recording (sync, so it records in this process)."""
+        if self._evaluation_worker is None:
+            workers = dataclasses.replace(
+                self.config.workers,
+                num_envs_per_worker=min(episodes_wanted, self.config.workers.num_envs_per_worker),
+                batch_mode="truncate_episodes",
+            )
+            config = dataclasses.replace(self.config, workers=workers)
+            video = None
+            if self._evaluation_video is not None:
+                config = dataclasses.replace(
+                    config, env=dataclasses.replace(config.env, vectorization="sync")
+                )
+                video = self._evaluation_video.request
+            self._evaluation_worker = Evaluator(
+                config, self._policy_cls, self._adapter_cls, worker_index=EVALUATION_WORKER_INDEX, video=video
+            )
+            self._evaluation_worker.env.freeze_statistics()
+        return self._evaluation_worker
 
     # --- hyperparameters on a live trainer ------------------------------------
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
@@ -308,6 +336,7 @@ class Trainer:
             "algorithm_state": self.get_algorithm_state(),
         }
         arrays.update({f"algorithm/{k}": v for k, v in self.get_algorithm_arrays().items()})
+        arrays.update({f"env/{k}": v for k, v in self.workers.get_env_state().items()})
         return arrays, state
 
     def get_algorithm_state(self) -> dict[str, Any]:
@@ -390,6 +419,12 @@ class Trainer:
         ):
             if space_from_json(metadata[key]) != space:
                 raise CheckpointError(f"{path}: the checkpoint's {key} differs from the env's ({space})")
+        try:  # first: it checks the arrays against env.wrappers_vector before anything changes
+            self.workers.set_env_state(
+                {k.removeprefix("env/"): v for k, v in arrays.items() if k.startswith("env/")}
+            )
+        except CheckpointError as err:
+            raise CheckpointError(f"{path}: {err}") from err
         same_backend = metadata.get("backend") == self.config.backend
         try:
             if same_backend:

@@ -90,7 +90,7 @@ def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
     assert packages == ["cli", "config", "discovery", "execution", "external", "run", "tune"]
     assert modules == [
         "api", "backend", "env", "errors", "hookspecs", "policy", "sample_batch",
-        "scheduler", "spaces", "testing", "timestep", "trainer", "value_ops",
+        "scheduler", "searcher", "spaces", "testing", "timestep", "trainer", "value_ops",
     ]  # fmt: skip
 
 

@@ -46,6 +46,9 @@ median_stopping = my_median_stopping:MedianStoppingRule
 
 [rlgear.hooks]
 goal_rate = my_goal_hook
+
+[rlgear.loggers]
+best = my_best_logger:BestResultLogger
 """
 
 
@@ -92,6 +95,7 @@ PLUGIN_PAGE_EXAMPLES = {
     "plugins/envs.md": ["docs/examples/my_gridworld.py"],
     "plugins/backends.md": ["docs/examples/my_numpy_backend.py"],
     "plugins/schedulers.md": ["docs/examples/my_median_stopping.py"],
+    "plugins/loggers.md": ["docs/examples/my_best_logger.py"],
     "plugins/hooks.md": ["docs/examples/my_goal_hook.py"],
 }
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
@@ -439,3 +443,29 @@ def test_median_stopping_stops_the_slow_trials_of_an_experiment(plugin_env, tmp_
     iterations = {lr: iteration for lr, iteration in out.values()}
     assert iterations[0.00001] < 8 and iterations[0.0001] < 8, out  # stopped early: below the median
     assert iterations[0.003] == 8, out
+
+
+def test_best_logger_example_logs_a_run_and_passes_its_check(plugin_env, tmp_path):
+    out = run_python(
+        """
+        import json
+        from rlgear.api import train
+        from rlgear.discovery.check import check_plugin
+
+        config = {"algorithm": "ppo", "seed": 0, "env": {"name": "CartPole-v1"},
+                  "workers": {"num_envs_per_worker": 2},
+                  "training": {"train_batch_size": 256, "sgd_minibatch_size": 64, "num_sgd_iter": 1},
+                  "stop": {"training_iteration": 3},
+                  "logging": {"dir": "runs", "name": "run", "progress": "none", "tensorboard": False,
+                              "loggers": ["jsonl", "best"], "logger_options": {"best": {"metric": "timesteps_total"}}}}
+        train(config)
+        best = json.load(open("runs/run/best.json"))
+        report = check_plugin("best", kind="logger")
+        print(json.dumps({"best": best, "ok": report.ok}))
+        """,
+        plugin_env,
+        tmp_path,
+    )  # fmt: skip
+    rows = [json.loads(line) for line in (tmp_path / "runs/run/progress.jsonl").read_text().splitlines()]
+    assert out["best"] == {"training_iteration": 3, "timesteps_total": rows[-1]["timesteps_total"]}
+    assert out["ok"]

@@ -1,4 +1,10 @@
-"""The gymnasium adapter emits TimeSteps with ALF semantics."""
+"""The gymnasium adapter emits TimeSteps with ALF semantics, on sync and native vector envs.
+
+The scripted env exists twice: ``ScriptedEnv`` (one env, vectorized by gymnasium's
+SyncVectorEnv) and ``ScriptedVectorEnv`` (the same script for all envs at once,
+registered as the vector entry point of ``SCRIPTED_ID``), so each TimeStep rule is
+checked on both paths (``vectorization`` ``sync`` and ``native``).
+"""
 
 from __future__ import annotations
 
@@ -45,6 +51,63 @@ class ScriptedEnv(gym.Env):
         return self._obs(), 1.0, done and self.terminated[k], done and not self.terminated[k], {}
 
 
+class ScriptedVectorEnv(gym.vector.VectorEnv):
+    """``ScriptedEnv``'s script in every env at once, resetting in next-step mode like CartPoleVectorEnv.
+
+    ``max_episode_steps`` (the run's horizon) truncates; ``reward`` is the reward of every step.
+    """
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+
+    def __init__(
+        self, num_envs=1, lengths=(3, 2), terminated=(True, False), max_episode_steps=None, reward=1.0
+    ):
+        self.num_envs, self.lengths, self.terminated = num_envs, lengths, terminated
+        self.max_episode_steps, self.reward = max_episode_steps, reward
+        self.single_observation_space = ScriptedEnv.observation_space
+        self.single_action_space = ScriptedEnv.action_space
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode = np.zeros(self.num_envs, dtype=np.int64)
+        self.t = np.zeros(self.num_envs, dtype=np.int64)
+        self.prev_done = np.zeros(self.num_envs, dtype=bool)
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.stack([self.episode, self.t], axis=1).astype(np.float32)
+
+    def step(self, actions):
+        self.t += 1
+        k = self.episode % len(self.lengths)
+        ended = self.t >= np.asarray(self.lengths)[k]
+        terminated = ended & np.asarray(self.terminated)[k]
+        truncated = ended & ~terminated
+        if self.max_episode_steps is not None:
+            truncated |= self.t >= self.max_episode_steps
+        reward = np.full(self.num_envs, self.reward, dtype=np.float32)
+        restart = self.prev_done  # next-step autoreset: the action sent at LAST is ignored
+        self.episode[restart] += 1
+        self.t[restart] = 0
+        reward[restart] = 0.0
+        terminated[restart] = truncated[restart] = False
+        self.prev_done = terminated | truncated
+        return self._obs(), reward, terminated, truncated, {}
+
+
+SCRIPTED_ID = "rlgear-test/Scripted-v0"
+gym.register(SCRIPTED_ID, entry_point=ScriptedEnv, vector_entry_point=ScriptedVectorEnv)
+
+#: The scripted env on each path: a module:Class on sync vectors, the registered id on its own vector env.
+SCRIPTED = pytest.mark.parametrize(
+    ("scripted", "vectorization"),
+    [("tests.test_gymnasium_timesteps:ScriptedEnv", "sync"), (SCRIPTED_ID, "native")],
+)
+BOTH = pytest.mark.parametrize("vectorization", ["sync", "native"])
+
+
 def make(name, num_envs=1, **kw):
     return GymnasiumAdapter().make(name, num_envs, kwargs=kw.pop("kwargs", {}), **kw)
 
@@ -56,8 +119,9 @@ def run(env, steps, action=1):
     return out
 
 
-def test_terminated_maps_to_last_with_discount_zero_and_truncated_to_discount_one():
-    env = make("tests.test_gymnasium_timesteps:ScriptedEnv")
+@SCRIPTED
+def test_terminated_maps_to_last_with_discount_zero_and_truncated_to_discount_one(scripted, vectorization):
+    env = make(scripted, vectorization=vectorization)
     steps = run(env, 8)
     types = [int(ts.step_type[0]) for ts in steps]
     discounts = [float(ts.discount[0]) for ts in steps]
@@ -68,8 +132,9 @@ def test_terminated_maps_to_last_with_discount_zero_and_truncated_to_discount_on
     env.close()
 
 
-def test_step_after_last_is_first_with_zero_reward_and_zero_prev_action():
-    env = make("tests.test_gymnasium_timesteps:ScriptedEnv")
+@SCRIPTED
+def test_step_after_last_is_first_with_zero_reward_and_zero_prev_action(scripted, vectorization):
+    env = make(scripted, vectorization=vectorization)
     steps = run(env, 8, action=1)
     for previous, ts in itertools.pairwise(steps):
         if previous.step_type[0] == StepType.LAST:
@@ -83,16 +148,18 @@ def test_step_after_last_is_first_with_zero_reward_and_zero_prev_action():
     env.close()
 
 
-def test_last_step_carries_the_final_observation():
-    env = make("tests.test_gymnasium_timesteps:ScriptedEnv")
+@SCRIPTED
+def test_last_step_carries_the_final_observation(scripted, vectorization):
+    env = make(scripted, vectorization=vectorization)
     steps = run(env, 3)
     assert steps[3].step_type[0] == StepType.LAST
     np.testing.assert_array_equal(steps[3].observation[0], [0, 3])
     env.close()
 
 
-def test_horizon_truncates_regardless_of_the_envs_own_limit():
-    env = make("CartPole-v1", num_envs=2, horizon=5)
+@BOTH
+def test_horizon_truncates_regardless_of_the_envs_own_limit(vectorization):
+    env = make("CartPole-v1", num_envs=2, horizon=5, vectorization=vectorization)
     steps = []
     ts = env.reset(seed=1)
     steps.append(ts)
@@ -107,8 +174,9 @@ def test_horizon_truncates_regardless_of_the_envs_own_limit():
     env.close()
 
 
-def test_horizon_applies_to_module_class_envs():
-    env = make("tests.test_gymnasium_timesteps:ScriptedEnv", kwargs={"lengths": (50,)}, horizon=4)
+@SCRIPTED
+def test_horizon_applies_to_module_class_envs(scripted, vectorization):
+    env = make(scripted, kwargs={"lengths": (50,)}, horizon=4, vectorization=vectorization)
     steps = run(env, 5)
     assert steps[4].step_type[0] == StepType.LAST and steps[4].discount[0] == 1.0
     assert steps[5].step_type[0] == StepType.FIRST
@@ -125,16 +193,24 @@ def test_spaces_are_converted():
     env.close()
 
 
-def test_per_env_seeding_is_reproducible_and_differs_between_envs():
-    a, b = make("CartPole-v1", num_envs=3), make("CartPole-v1", num_envs=3)
+@BOTH
+def test_per_env_seeding_is_reproducible_and_differs_between_envs(vectorization):
+    a, b = (make("CartPole-v1", num_envs=3, vectorization=vectorization) for _ in range(2))
     obs_a, obs_b = a.reset(seed=7).observation, b.reset(seed=7).observation
     np.testing.assert_array_equal(obs_a, obs_b)
     assert not np.array_equal(obs_a[0], obs_a[1])
+    for i in range(60):  # the episodes that follow (autoresets included) repeat too
+        actions = np.array([i % 2, 1, (i // 3) % 2])
+        ts_a, ts_b = a.step(actions), b.step(actions)
+        np.testing.assert_array_equal(ts_a.observation, ts_b.observation)
+        assert ts_a.step_type.tolist() == ts_b.step_type.tolist()
+    assert not np.array_equal(a.reset(seed=8).observation, b.reset(seed=7).observation)  # another worker
     a.close(), b.close()
 
 
 def test_async_vectorization_gives_the_same_timesteps_as_sync():
-    sync, asynchronous = make("CartPole-v1", 2), make("CartPole-v1", 2, vectorization="async")
+    sync = make("CartPole-v1", 2, vectorization="sync")
+    asynchronous = make("CartPole-v1", 2, vectorization="async")
     try:
         s, a = sync.reset(seed=3), asynchronous.reset(seed=3)
         for i in range(30):
@@ -150,30 +226,36 @@ def test_unknown_env_name_is_a_config_error_with_a_suggestion():
         make("CartPol-v1")
 
 
-def test_bad_env_kwargs_are_a_config_error():
-    with pytest.raises(ConfigError, match=r"env\.kwargs"):
-        make("CartPole-v1", kwargs={"no_such_argument": 1})
+@BOTH
+def test_bad_env_kwargs_are_a_config_error(vectorization):
+    with pytest.raises(ConfigError, match=r"env\.kwargs: CartPole-v1.* does not accept"):
+        make("CartPole-v1", kwargs={"no_such_argument": 1}, vectorization=vectorization)
 
 
 @pytest.mark.parametrize(
-    ("name", "kwargs", "horizon"),
+    ("name", "kwargs", "horizon", "vectorization"),
     [
-        ("CartPole-v1", {}, None),
-        ("Pendulum-v1", {}, 30),
-        ("tests.test_gymnasium_timesteps:ScriptedEnv", {}, None),
+        ("CartPole-v1", {}, None, "sync"),
+        ("CartPole-v1", {}, None, "native"),
+        ("CartPole-v1", {}, 15, "native"),
+        ("Pendulum-v1", {}, 30, "sync"),
+        ("tests.test_gymnasium_timesteps:ScriptedEnv", {}, None, "sync"),
+        (SCRIPTED_ID, {"lengths": (3, 4, 2), "terminated": (True, False, True)}, None, "native"),
     ],
 )
-def test_gymnasium_adapter_passes_the_vector_env_contract_check(name, kwargs, horizon):
+def test_gymnasium_adapter_passes_the_vector_env_contract_check(name, kwargs, horizon, vectorization):
     from rlgear.testing import check_vector_env
 
-    counts = check_vector_env(make(name, num_envs=3, kwargs=kwargs, horizon=horizon), steps=400)
+    env = make(name, num_envs=3, kwargs=kwargs, horizon=horizon, vectorization=vectorization)
+    counts = check_vector_env(env, steps=400)
     assert counts["episodes_terminated"] + counts["episodes_truncated"] > 0
 
 
-def test_contract_check_catches_an_env_that_skips_first():
+@SCRIPTED
+def test_contract_check_catches_an_env_that_skips_first(scripted, vectorization):
     from rlgear.testing import ContractError, check_vector_env
 
-    env = make("tests.test_gymnasium_timesteps:ScriptedEnv")
+    env = make(scripted, vectorization=vectorization)
     original = env.step
 
     def broken_step(actions):

@@ -56,6 +56,8 @@ def test_the_four_driver_groups_are_the_documented_entry_point_groups():
         "env": "rlgear.envs",
         "backend": "rlgear.backends",
         "scheduler": "rlgear.schedulers",
+        "searcher": "rlgear.searchers",
+        "logger": "rlgear.loggers",
     }
     assert registry.HOOKS_GROUP == "rlgear.hooks"
 

@@ -54,9 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         help="override the checkpoint's config, e.g. --set env.kwargs.render_mode=null",
     )  # fmt: skip
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of acting greedily")
+    evaluate.add_argument(
+        "--video", metavar="DIR",
+        help="record each episode as an mp4 in DIR (one env; needs pip install 'rlgear[video]' and an env "
+        "that renders rgb_array)",
+    )  # fmt: skip
 
     tune = sub.add_parser(
-        "tune", help="run an experiment: search spaces, schedulers (fifo, asha, pbt), resume"
+        "tune", help="run an experiment: searchers (random, grid, optuna), schedulers (asha, pbt), resume"
     )
     tune.add_argument("config", help="YAML config with search spaces and a 'tune' section (docs/tune.md)")
     tune.add_argument(
@@ -144,30 +149,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rlgear.discovery import registry
-    from rlgear.execution.evaluator import Evaluator
-    from rlgear.run.agent import checkpoint_config, load_weights
+    from rlgear.run.agent import evaluate_checkpoint
 
-    if args.episodes <= 0:
-        raise RLGearError(f"--episodes: expected a positive number, got {args.episodes}")
-    folder, config = checkpoint_config(args.checkpoint, args.overrides)
-    trainer_cls = registry.load_algorithm(config.algorithm)
-    policy_cls = trainer_cls.policy_class(config.backend)
-    backend = registry.load_backend(config.backend)()
-    backend.setup(config.workers.num_cpus_for_driver, config.seed)
-    adapter = registry.load_env_adapter(config.env.adapter)
-    evaluator = Evaluator(config, policy_cls, adapter)
-    try:
-        try:
-            evaluator.set_weights(load_weights(folder))
-        except ValueError as err:
-            raise RLGearError(f"{folder}: the checkpoint does not fit the config: {err}") from err
-        episodes = evaluator.evaluate(args.episodes, explore=args.explore)
-    finally:
-        evaluator.stop()
+    evaluation = evaluate_checkpoint(
+        args.checkpoint, args.episodes, args.overrides, explore=args.explore, video_dir=args.video
+    )
+    episodes = evaluation.episodes
     returns = np.array([e["episode_return"] for e in episodes])
     lengths = np.array([e["length"] for e in episodes])
-    print(f"checkpoint: {folder}")
+    print(f"checkpoint: {evaluation.checkpoint}")
+    for path in evaluation.videos:
+        print(f"video: {path}")
     print(
         f"episodes {len(episodes)} | return mean {returns.mean():.2f} std {returns.std():.2f} "
         f"min {returns.min():.2f} max {returns.max():.2f} | length mean {lengths.mean():.1f}"

@@ -25,8 +25,21 @@ from typing import Any, Literal
 
 import yaml
 
+from rlgear.config.deprecated import rename_keys
 from rlgear.config.schema import build, doc, is_search_space
 from rlgear.errors import ConfigError, PluginError, did_you_mean
+
+
+@dataclass
+class WrapperConfig:
+    """One wrapper of ``env.wrappers`` or ``env.wrappers_vector``: a class and its keyword arguments."""
+
+    name: str = doc(
+        "The wrapper class: a dotted path ('gymnasium.wrappers.FrameStackObservation') or 'module:Class'."
+    )
+    kwargs: dict[str, Any] = doc(
+        "Keyword arguments of the wrapper's constructor (after the env it wraps).", factory=dict
+    )
 
 
 @dataclass
@@ -36,10 +49,28 @@ class EnvConfig:
     name: str = doc("Environment id for the adapter: a gymnasium id ('CartPole-v1') or 'module:Class'.")
     adapter: str = doc("Env adapter plugin (entry-point group rlgear.envs).", "gymnasium")
     kwargs: dict[str, Any] = doc("Keyword arguments passed to the environment's constructor.", factory=dict)
-    vectorization: Literal["sync", "async"] = doc(
-        "'sync' steps all envs in this process; 'async' steps each env in a subprocess "
-        "(worth it only for slow envs).",
-        "sync",
+    vectorization: Literal["auto", "sync", "async", "native"] = doc(
+        "'native' steps all envs at once in the env's own numpy vector class (gymnasium envs that "
+        "register a vector entry point, e.g. CartPole-v1; several times faster); 'sync' steps the "
+        "envs one by one in this process; 'async' steps each env in a subprocess (worth it only for "
+        "slow envs); 'auto' is native when the env has a vector entry point and env.wrappers is "
+        "empty, else sync. Recording videos always builds sync envs.",
+        "auto",
+    )
+    wrappers: list[WrapperConfig] = doc(
+        "gymnasium.Wrapper classes applied to each env, in order (the first wraps the bare env), "
+        "e.g. [{name: gymnasium.wrappers.FrameStackObservation, kwargs: {stack_size: 4}}]; each item "
+        "has name and kwargs. The policy sees the observation space of the last one. Gymnasium "
+        "adapter only.",
+        factory=list,
+    )
+    wrappers_vector: list[WrapperConfig] = doc(
+        "gymnasium vector wrappers applied to the vector env, in order, after env.wrappers, e.g. "
+        "[{name: gymnasium.wrappers.vector.NormalizeObservation}]. Their running statistics "
+        "(RunningMeanStd) are saved in checkpoints, restored on --resume and frozen during "
+        "evaluation; with remote workers each worker keeps its own and checkpoints hold the first "
+        "worker's. Gymnasium adapter only.",
+        factory=list,
     )
 
 
@@ -160,7 +191,23 @@ class CheckpointConfig:
 class LoggingConfig:
     dir: str = doc("Parent folder of run folders.", "./runs")
     name: str | None = doc("Run folder name (default: <algorithm>_<env>_<timestamp>).", None)
-    tensorboard: bool = doc("Write TensorBoard event files (tensorboardX).", True)
+    tensorboard: bool = doc(
+        "Write TensorBoard event files (tensorboardX). false removes tensorboard from logging.loggers "
+        "(true adds nothing: list it there).",
+        True,
+    )
+    loggers: list[str] = doc(
+        "Where results go: logger plugins (entry-point group rlgear.loggers), e.g. [jsonl, tensorboard, "
+        "mlflow]. Built-ins: jsonl (progress.jsonl: required, --resume and rlgear plot read it), "
+        "tensorboard, csv (progress.csv), mlflow (pip install 'rlgear[mlflow]'; a local store in the run "
+        "folder by default), wandb (pip install 'rlgear[wandb]').",
+        factory=lambda: ["jsonl", "tensorboard"],
+    )
+    logger_options: dict[str, dict[str, Any]] = doc(
+        "Keyword arguments of each logger, by name: {mlflow: {experiment: ppo-sweeps, tracking_uri: "
+        "http://localhost:5000}, wandb: {project: my-project, mode: offline}}.",
+        factory=dict,
+    )
     progress: Literal["auto", "rich", "plain", "none"] = doc(
         "Progress display: 'rich' live table, 'plain' one line per report, 'auto' picks rich on a terminal.",
         "auto",
@@ -178,8 +225,26 @@ class TrainingConfig:
         "Piecewise-linear learning rate over timesteps_total: [[0, 1e-3], [100000, 0]]. Overrides lr.",
         None,
     )
-    optimizer: Literal["adam", "sgd", "rmsprop"] = doc("Optimizer.", "adam")
-    adam_epsilon: float = doc("Adam's epsilon.", 1e-5)
+    optimizer: str = doc(
+        "Optimizer: a built-in (adam, sgd, rmsprop: fast, no torch._dynamo import), or the dotted path "
+        "of any optimizer class of the run's backend: torch.optim.AdamW (any torch.optim.Optimizer "
+        "subclass) on torch, tf.keras.optimizers.AdamW (any Keras optimizer) on tf. A dotted path is "
+        "imported only when a run uses it; its state is checkpointed and lr / lr_schedule drive its "
+        "learning rate.",
+        "adam",
+    )
+    optimizer_kwargs: dict[str, Any] = doc(
+        "Keyword arguments of the optimizer's constructor besides the learning rate, e.g. "
+        "{weight_decay: 0.01} for torch.optim.AdamW; the built-ins take betas and eps (adam), alpha "
+        "and eps (rmsprop). An eps / epsilon given here wins over optimizer_epsilon.",
+        factory=dict,
+    )
+    optimizer_epsilon: float = doc(
+        "Epsilon of adam, and of a dotted-path optimizer whose constructor takes one (eps on torch, "
+        "epsilon on Keras). The built-in rmsprop keeps 1e-8 (set optimizer_kwargs.eps). Was "
+        "adam_epsilon (still read, with a warning, until 0.3).",
+        1e-5,
+    )
     grad_clip: float | None = doc("Clip the global gradient norm to this value (null: off).", None)
     max_nonfinite_updates: int = doc(
         "An update whose loss or gradient is NaN or infinite is skipped (weights and optimizer state "
@@ -203,6 +268,12 @@ class TrainingConfig:
         0,
     )
     evaluation_episodes: int = doc("Episodes per evaluation.", 10)
+    evaluation_video_every: int = doc(
+        "Every N evaluations, record one evaluation episode as an mp4 under the run folder's videos/ "
+        "and as a TensorBoard video (0: never). Needs pip install 'rlgear[video]' and an env that "
+        "renders rgb_array frames (gymnasium adapter).",
+        0,
+    )
     eager: bool = doc(
         "TF backend: run the learn step (and acting) eagerly instead of under tf.function; "
         "slower, but errors point at the failing line (also RLGEAR_TF_EAGER=1). Ignored by torch.",
@@ -378,6 +449,7 @@ def resolve(
         raise ConfigError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
     raw, origins = apply_overrides(dict(data), overrides)
     fail = _failer(source, origins)
+    rename_keys(raw, fail, origins)
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
             raise fail(str(key), f"unknown key{did_you_mean(str(key), TOP_LEVEL_KEYS)}")
@@ -440,9 +512,21 @@ def resolve(
         sections["seed"] = seed
     config = RunConfig(source=source, origins=dict(origins), **sections)
     check_ranges(config, fail)
+    check_env_adapter(config)
     if algorithm_class is not None:
         algorithm_class.check_config(config)  # what the algorithm needs of the other sections
     return config
+
+
+def check_env_adapter(config: RunConfig) -> None:
+    """The env adapter's own check of the env settings (``EnvAdapter.check_config``: wrappers, video).
+
+    An adapter that is not installed is left to the trainer, which names the installed ones.
+    """
+    from rlgear.discovery import registry
+
+    if config.env.adapter in registry.names("env"):
+        registry.load_env_adapter(config.env.adapter).check_config(config)
 
 
 def check_result_key(key: str, where: str, fail) -> None:
@@ -553,7 +637,7 @@ def check_ranges(config: RunConfig, fail) -> None:
     }
     training = config.training
     positive["training.lr"] = training.lr
-    positive["training.adam_epsilon"] = training.adam_epsilon
+    positive["training.optimizer_epsilon"] = training.optimizer_epsilon
     positive["training.evaluation_episodes"] = training.evaluation_episodes
     for i, size in enumerate(config.model.hidden_sizes):
         positive[f"model.hidden_sizes[{i}]"] = size
@@ -569,12 +653,18 @@ def check_ranges(config: RunConfig, fail) -> None:
     non_negative = {
         "workers.num_workers": w.num_workers,
         "training.evaluation_interval": training.evaluation_interval,
+        "training.evaluation_video_every": training.evaluation_video_every,
         "training.min_time_s_per_iteration": training.min_time_s_per_iteration,
         "training.min_env_steps_per_iteration": training.min_env_steps_per_iteration,
     }
     for path, value in non_negative.items():
         if value < 0:
             raise fail(path, f"expected 0 or more, got {value}")
+    if training.evaluation_video_every and not training.evaluation_interval:
+        raise fail(
+            "training.evaluation_video_every",
+            "counts evaluations, and none run: set training.evaluation_interval too",
+        )
     for path, value in {
         "workers.max_requests_in_flight_per_worker": w.max_requests_in_flight_per_worker,
         "workers.sample_timeout_s": w.sample_timeout_s,
@@ -608,8 +698,81 @@ def check_ranges(config: RunConfig, fail) -> None:
                 raise fail(
                     f"training.lr_schedule[{i}]", f"the learning rate must not be negative, got {point[1]}"
                 )
+    check_optimizer(config, fail)
+    check_loggers(config.logging, fail)
     if hasattr(config.training, "check"):
         config.training.check(fail)
+
+
+def check_loggers(logging: LoggingConfig, fail) -> None:
+    """``logging.loggers``: installed logger plugins, jsonl among them, each once; options of listed ones only.
+
+    Loading a logger imports its module (cheap: a logger imports its tool when it
+    opens), so options are checked against its constructor before any work.
+    """
+    from rlgear.discovery import registry
+    from rlgear.errors import PluginError
+    from rlgear.run.logger import check_options
+
+    names = [name.partition("@")[0] for name in logging.loggers]
+    if "jsonl" not in names:
+        raise fail(
+            "logging.loggers",
+            f"jsonl is required (progress.jsonl is what --resume, rlgear plot and rlgear tune read); "
+            f"got {logging.loggers}: add jsonl",
+        )
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise fail(f"logging.loggers[{i}]", f"'{name}' is listed twice")
+    for key in logging.logger_options:
+        if key not in logging.loggers:
+            raise fail(
+                f"logging.logger_options.{key}",
+                f"options of a logger the run does not use{did_you_mean(key, logging.loggers)} "
+                f"(logging.loggers: {', '.join(logging.loggers)})",
+            )
+    for i, name in enumerate(logging.loggers):
+        try:
+            logger_class = registry.load_logger(name)
+        except PluginError as err:
+            raise fail(f"logging.loggers[{i}]", str(err)) from err
+        check_options(logger_class, logging.logger_options.get(name, {}), name, fail)
+
+
+#: ``training.optimizer`` names every backend implements itself (no dotted path).
+BUILTIN_OPTIMIZERS = ("adam", "sgd", "rmsprop")
+#: backend -> what a dotted ``training.optimizer`` of that backend looks like (for the error only).
+_OPTIMIZER_EXAMPLES = {"torch": "torch.optim.AdamW", "tf": "tf.keras.optimizers.AdamW"}
+_FRAMEWORK_PREFIXES = {"torch": ("torch.",), "tf": ("tf.", "tensorflow.", "keras.")}
+
+
+def check_optimizer(config: RunConfig, fail) -> None:
+    """``training.optimizer`` is a built-in name or a dotted path (of the run's framework, if a known one).
+
+    Whether the path imports and its kwargs fit is checked by the backend when it
+    builds the optimizer (importing torch.optim or Keras here would cost seconds).
+    """
+    name = config.training.optimizer
+    if "." not in name and ":" not in name:
+        if name not in BUILTIN_OPTIMIZERS:
+            example = _OPTIMIZER_EXAMPLES.get(config.backend, "torch.optim.AdamW")
+            raise fail(
+                "training.optimizer",
+                f"unknown optimizer {name!r}{did_you_mean(name, BUILTIN_OPTIMIZERS)} (built-ins: "
+                f"{', '.join(BUILTIN_OPTIMIZERS)}; or a dotted path such as {example})",
+            )
+        return
+    for framework, prefixes in _FRAMEWORK_PREFIXES.items():
+        if (
+            framework != config.backend
+            and name.startswith(prefixes)
+            and config.backend in _FRAMEWORK_PREFIXES
+        ):
+            raise fail(
+                "training.optimizer",
+                f"{name!r} is a {framework} optimizer, and this run's backend is {config.backend} "
+                f"(use e.g. {_OPTIMIZER_EXAMPLES[config.backend]}, or --set backend={framework})",
+            )
 
 
 def load(

@@ -105,22 +105,22 @@ def _table(cls: type, prefix: str, changed: set[str] | None = None) -> str:
     return "\n".join([header, *_rows(cls, prefix, changed)])
 
 
-def _scheduler_sections() -> list[str]:
-    """``tune.scheduler_options`` of every installed scheduler that declares an ``options_class``."""
+def _scheduler_sections(kind: str = "scheduler") -> list[str]:
+    """``tune.<kind>_options`` of every installed scheduler (or searcher) that declares an ``options_class``."""
     from rlgear.discovery import registry
     from rlgear.errors import PluginError
 
     out = []
-    for info in registry.available("scheduler"):
+    for info in registry.available(kind):
         try:
-            cls = registry.load_scheduler(info.name)
+            cls = registry.load_typed(kind, info.name)
         except PluginError:
-            continue  # a broken plugin is reported by `rlgear plugins`, not here
+            continue  # a broken plugin (or one whose extra is not installed) is reported by `rlgear plugins`
         options = getattr(cls, "options_class", None)
         if options is None:
             out.append(f"**`{info.name}`** ({info.package}): no options.\n")
             continue
-        out.append(f"**`{info.name}`** ({info.package}):\n\n{_table(options, 'tune.scheduler_options')}\n")
+        out.append(f"**`{info.name}`** ({info.package}):\n\n{_table(options, f'tune.{kind}_options')}\n")
     return out
 
 
@@ -159,6 +159,13 @@ def common_markdown() -> str:
         "passed to its constructor as keyword arguments.",
         "",
         *_scheduler_sections(),
+        "",
+        "### `tune.searcher_options`",
+        "",
+        "Checked by the searcher's own `options_class` and passed to its constructor as keyword "
+        "arguments (a searcher whose extra is not installed is not listed).",
+        "",
+        *_scheduler_sections("searcher"),
     ]
     return "\n".join(parts).rstrip() + "\n"
 

@@ -26,11 +26,20 @@ GROUPS = {
     "env": "rlgear.envs",
     "backend": "rlgear.backends",
     "scheduler": "rlgear.schedulers",
+    "searcher": "rlgear.searchers",
+    "logger": "rlgear.loggers",
 }
 HOOKS_GROUP = "rlgear.hooks"
 
 # Optional heavy dependencies and the extra that installs each.
-EXTRAS = {"torch": "torch", "tensorflow": "tf", "ray": "ray"}
+EXTRAS = {
+    "torch": "torch",
+    "tensorflow": "tf",
+    "ray": "ray",
+    "optuna": "optuna",
+    "mlflow": "mlflow",
+    "wandb": "wandb",
+}
 
 _loaded: dict[tuple[str, str], Any] = {}
 
@@ -198,6 +207,8 @@ BASE_CLASSES = {
     "env": ("rlgear.env", "EnvAdapter"),
     "backend": ("rlgear.backend", "Backend"),
     "scheduler": ("rlgear.scheduler", "TrialScheduler"),
+    "searcher": ("rlgear.searcher", "Searcher"),
+    "logger": ("rlgear.run.logger", "Logger"),
 }
 
 
@@ -229,6 +240,15 @@ def load_env_adapter(name: str):
 
 def load_scheduler(name: str):
     return load_typed("scheduler", name)
+
+
+def load_searcher(name: str):
+    return load_typed("searcher", name)
+
+
+def load_logger(name: str):
+    """The Logger subclass registered as logger ``name`` (``logging.loggers``)."""
+    return load_typed("logger", name)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.discovery import hooks as hooks_mod
+from rlgear.env import VideoRequest
 from rlgear.execution.metrics import Episode, env_info_row
 from rlgear.execution.postprocessing import trainable_rows
 from rlgear.sample_batch import SampleBatch
@@ -97,6 +98,8 @@ class Evaluator:
             :mod:`rlgear.execution.postprocessing`.
         worker_index: 0 for the local (driver) evaluator, 1.. for remote ones.
         hooks: a pluggy plugin manager (``on_episode_start/end``, ``on_sample_end``).
+        video: record episodes of env 0 (the adapter must have ``records_video``); arm it
+            (:meth:`~rlgear.env.VideoRequest.arm`) before the episodes to record.
     """
 
     def __init__(
@@ -108,12 +111,20 @@ class Evaluator:
         worker_index: int = 0,
         hooks: Any = None,
         check_spaces: Callable[[Any, Any, Any], None] | None = None,
+        video: VideoRequest | None = None,
     ):
         self.config = config
         self.worker_index = worker_index
         self.hooks = hooks
         self.postprocess_fn = postprocess_fn
         env_cfg = config.env
+        options: dict[str, Any] = {}  # only what the config uses: adapters without wrappers refused them
+        if env_cfg.wrappers:
+            options["wrappers"] = list(env_cfg.wrappers)
+        if env_cfg.wrappers_vector:
+            options["wrappers_vector"] = list(env_cfg.wrappers_vector)
+        if video is not None:
+            options["video"] = video
         self.env = env_adapter_class().make(
             env_cfg.name,
             config.workers.num_envs_per_worker,
@@ -121,6 +132,7 @@ class Evaluator:
             vectorization=env_cfg.vectorization,
             horizon=config.workers.horizon,
             worker_index=worker_index,
+            **options,
         )
         self.num_envs = self.env.num_envs
         self.observation_space = self.env.observation_space
@@ -144,6 +156,7 @@ class Evaluator:
         self._episode_return = np.zeros(n, dtype=np.float64)
         self._episode_length = np.zeros(n, dtype=np.int64)
         self._episode_ids = np.zeros(n, dtype=np.int64)
+        self._all_mid = np.full(n, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
         self._next_episode_id = 0
         self._running: dict[int, Episode] = {}
         self._finished: list[dict[str, Any]] = []
@@ -171,8 +184,8 @@ class Evaluator:
 
     def _track(self, ts: TimeStep) -> None:
         valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
-        if valid is None and ts.step_type.min() == _MID and ts.step_type.max() == _MID:
-            # fast path: no episode starts or ends
+        if valid is None and ts.step_type.tobytes() == self._all_mid:
+            # fast path: no episode starts or ends (comparing the bytes costs less than any numpy reduction)
             self._env_steps += self.num_envs
             self._episode_return += ts.reward
             self._episode_length += 1
@@ -182,7 +195,7 @@ class Evaluator:
                 if self._running.pop(int(i), None) is not None:
                     self.episodes_aborted += 1  # its client dropped: never reported, rows dropped
         first = ts.step_type == _FIRST
-        if first.any():
+        if np.count_nonzero(first):
             for i in np.flatnonzero(first):
                 self._episode_ids[i] = self._next_episode_id
                 self._next_episode_id += 1
@@ -192,17 +205,17 @@ class Evaluator:
                     env_id=int(i), episode_id=int(self._episode_ids[i]), worker_index=self.worker_index
                 )
                 self._running[int(i)] = episode
-                if self.hooks is not None:
+                if self._hooked("on_episode_start"):
                     hooks_mod.call(self.hooks, "on_episode_start", worker=self, episode=episode)
         moved = ~first
         last = ts.step_type == _LAST
         if valid is not None:  # rows carrying no env step (TimeStep.valid)
             moved &= valid
             last &= valid
-        self._env_steps += int(moved.sum())
+        self._env_steps += int(np.count_nonzero(moved))
         self._episode_return += np.where(moved, ts.reward, 0.0)
         self._episode_length += moved
-        if last.any():
+        if np.count_nonzero(last):
             for i in np.flatnonzero(last):
                 episode = self._running.pop(int(i), None)
                 if episode is None:
@@ -211,10 +224,15 @@ class Evaluator:
                 episode.length = int(self._episode_length[i])
                 episode.terminated = bool(ts.discount[i] == 0)
                 episode.truncated = not episode.terminated
-                if self.hooks is not None:
+                if self._hooked("on_episode_end"):
                     episode.last_info = env_info_row(ts.info, int(i))
                     hooks_mod.call(self.hooks, "on_episode_end", worker=self, episode=episode)
                 self._finished.append(episode.summary())
+
+    def _hooked(self, name: str) -> bool:
+        """Whether any plugin implements hook ``name``: calling pluggy with none costs
+        microseconds per episode, and most runs have no episode hooks."""
+        return self.hooks is not None and bool(getattr(self.hooks.hook, name).get_hookimpls())
 
     # --- sampling -------------------------------------------------------------
     def _act(self, ts: TimeStep, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -467,6 +485,27 @@ class WorkerSet:
         self.last_weights_ref = ref
         for worker_id in ids:
             self._slots[worker_id].set_weights.remote(ref)
+
+    # --- env statistics ---------------------------------------------------------
+    def get_env_state(self) -> dict[str, np.ndarray]:
+        """The env statistics a checkpoint keeps (``VectorEnv.get_state``: ``env.wrappers_vector``'s).
+
+        Each worker's envs keep their own statistics. Without remote workers they are the local
+        worker's; with them, the first live remote worker's (the local worker does not sample,
+        so its statistics never move).
+        """
+        for worker_id in self.remote_worker_ids:
+            handle = self._slots[worker_id]
+            try:
+                return self._remote.ray.get(handle.apply.remote(_env_state))
+            except Exception as err:
+                self._remote.raise_if_not_failure(err)
+                self.replace_worker(worker_id, handle, err)
+        return self.local_worker.env.get_state()
+
+    def set_env_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Give every worker's envs these statistics (a resume: all continue from the checkpoint's)."""
+        self.foreach_worker(lambda w, a=arrays: w.env.set_state(a))
 
     # --- failures ---------------------------------------------------------------
     def replace_worker(self, worker_id: int, failed_handle: Any, error: BaseException | None = None) -> Any:
@@ -728,6 +767,10 @@ def failure_reason(error: BaseException | None) -> str:
     if type(error).__name__ == "ActorUnavailableError":
         return "unreachable"
     return "worker_died"
+
+
+def _env_state(evaluator: Evaluator) -> dict[str, np.ndarray]:
+    return evaluator.env.get_state()
 
 
 def _bind_id(fn: Callable[[int, Evaluator], Any], worker_id: int) -> Callable[[Evaluator], Any]:

@@ -24,20 +24,27 @@ from rlgear.spaces import Box, Discrete, Space
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def _elu(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+def _elu(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    np.copyto(out, np.where(x > 0, x, np.expm1(np.minimum(x, 0))))
+    return out
 
 
-def _silu(x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-x))
+def _silu(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.divide(x, 1.0 + np.exp(-x), out=out)
 
 
+#: ``activation(x, out)``: writes into ``out`` (the next layer's input buffer) and returns it.
 ACTIVATIONS = {
-    "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, 0),
+    "tanh": lambda x, out: np.tanh(x, out=out),
+    "relu": lambda x, out: np.maximum(x, 0, out=out),
     "elu": _elu,
     "silu": _silu,
 }
+
+
+def _with_bias_row(kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """``[in + 1, out]``: the kernel with the bias as its last row, for inputs ending in a 1."""
+    return np.ascontiguousarray(np.vstack([kernel, bias[None, :]]), dtype=np.float32)
 
 
 def _block_diagonal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -68,6 +75,8 @@ class NumpyActorCritic:
         self.layers: list[tuple[np.ndarray, np.ndarray]] = []
         self.version = -1
         self._row_index = np.arange(0)
+        self._kernels: list[np.ndarray] = []  # hidden layers then head, each with its bias as last row
+        self._inputs: list[np.ndarray] = []  # per layer, [B, in + 1] with a last column of ones
 
     def load(self, weights: dict[str, np.ndarray], version: int) -> None:
         """Take new weights. Separate policy and value MLPs are fused into one wider MLP
@@ -97,15 +106,29 @@ class NumpyActorCritic:
             head_bias = np.concatenate([policy_head[1], value_head[1]])
         self.layers = [(np.ascontiguousarray(k), b) for k, b in layers]
         self.head = (np.ascontiguousarray(head_kernel), head_bias)
+        self._kernels = [_with_bias_row(k, b) for k, b in (*self.layers, self.head)]
+        self._inputs = []
         self.log_std = None if self.discrete else np.asarray(weights["policy/log_std"], dtype=np.float32)
         self.version = version
 
+    def _input_buffers(self, n: int) -> list[np.ndarray]:
+        if not self._inputs or self._inputs[0].shape[0] != n:
+            self._inputs = [np.ones((n, k.shape[0]), dtype=np.float32) for k in self._kernels]
+        return self._inputs
+
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(policy head output, values)`` for flat float32 observations ``[B, F]``."""
-        x = obs
-        for kernel, bias in self.layers:
-            x = self.activation(x @ kernel + bias)
-        out = x @ self.head[0] + self.head[1]
+        """``(policy head output, values)`` for flat float32 observations ``[B, F]``.
+
+        Why this shape: with a handful of observations each numpy call costs far more
+        than its arithmetic, so the biases ride in the matmuls (inputs end in a column
+        of ones, kernels in a bias row) and each activation writes straight into the
+        next layer's input buffer: one matmul and one activation per layer.
+        """
+        inputs = self._input_buffers(obs.shape[0])
+        inputs[0][:, :-1] = obs
+        for kernel, x, following in zip(self._kernels, inputs, inputs[1:], strict=False):
+            self.activation(x @ kernel, following[:, :-1])
+        out = inputs[-1] @ self._kernels[-1]
         return out[:, : self.num_head_outputs], out[:, self.num_head_outputs]
 
     def _rows(self, n: int) -> np.ndarray:
@@ -116,14 +139,15 @@ class NumpyActorCritic:
     def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(actions, action_logp, values)``, as the framework's distributions would give."""
         head, values = self.forward(obs)
-        if self.discrete:
-            shifted = head - head.max(axis=-1, keepdims=True)
-            cdf = np.exp(shifted).cumsum(axis=-1)
+        if self.discrete:  # ufuncs' own reduce/accumulate: the ndarray methods add a Python call each
+            shifted = head - np.maximum.reduce(head, axis=-1, keepdims=True)
+            cdf = np.add.accumulate(np.exp(shifted), axis=-1)
             total = cdf[:, -1]
             rows = self._rows(head.shape[0])
             if explore:  # inverse-CDF sampling: u < total, so the index stays below n
-                u = self.rng.random(head.shape[0], dtype=np.float32) * total
-                actions = (cdf < u[:, None]).sum(axis=-1)
+                u = self.rng.random(head.shape[0], dtype=np.float32)
+                u *= total
+                actions = np.add.reduce(cdf < u[:, None], axis=-1, dtype=np.int64)
             else:
                 actions = np.argmax(head, axis=-1)
             logp = shifted[rows, actions] - np.log(total)

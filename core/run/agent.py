@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +13,8 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.discovery import registry
-from rlgear.errors import CheckpointError
+from rlgear.env import VideoRequest
+from rlgear.errors import CheckpointError, RLGearError
 from rlgear.run import checkpoint as ckpt
 from rlgear.spaces import Discrete, space_from_json
 from rlgear.timestep import StepType, TimeStep
@@ -31,12 +34,90 @@ def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     }
 
 
+def load_env_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The env statistics a checkpoint holds (``env.wrappers_vector``'s running mean and variance ...)."""
+    arrays, _, _, _ = ckpt.read(ckpt.resolve_path(path))
+    return {k.removeprefix("env/"): v for k, v in arrays.items() if k.startswith("env/")}
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """What :func:`evaluate_checkpoint` ran: the checkpoint, episode summaries, videos written."""
+
+    checkpoint: Path
+    episodes: list[dict[str, Any]]
+    videos: list[Path]
+
+
+def evaluate_checkpoint(
+    path: str | os.PathLike,
+    episodes: int,
+    overrides: Sequence[str] = (),
+    explore: bool = False,
+    video_dir: str | os.PathLike | None = None,
+) -> Evaluation:
+    """Run a checkpoint's policy for ``episodes`` fresh episodes (``rlgear evaluate``).
+
+    The envs are built as in training, ``env.wrappers_vector`` statistics restored from the
+    checkpoint and frozen. With ``video_dir`` each episode is recorded as an mp4 there (one
+    env, stepped in this process; needs the ``video`` extra and an env rendering rgb_array).
+    """
+    if episodes <= 0:
+        raise RLGearError(f"--episodes: expected a positive number, got {episodes}")
+    folder, config = checkpoint_config(path, overrides)
+    trainer_cls = registry.load_algorithm(config.algorithm)
+    policy_cls = trainer_cls.policy_class(config.backend)
+    adapter = registry.load_env_adapter(config.env.adapter)
+    video = None
+    if video_dir is not None:
+        from rlgear.run.video import require_video_extra
+
+        require_video_extra("--video")
+        if not adapter.records_video:
+            raise RLGearError(
+                f"--video: env adapter '{config.env.adapter}' cannot record videos (the gymnasium adapter can)"
+            )
+        video = VideoRequest(folder=str(Path(video_dir).resolve()), name_prefix="evaluation")
+        # one env in this process: every episode is env 0's, the one that records
+        config = dataclasses.replace(
+            config,
+            env=dataclasses.replace(config.env, vectorization="sync"),
+            workers=dataclasses.replace(config.workers, num_envs_per_worker=1),
+        )
+    backend = registry.load_backend(config.backend)()
+    backend.setup(config.workers.num_cpus_for_driver, config.seed)
+    from rlgear.execution.evaluator import Evaluator
+
+    evaluator = Evaluator(config, policy_cls, adapter, video=video)
+    try:
+        try:
+            evaluator.set_weights(load_weights(folder))
+        except ValueError as err:
+            raise RLGearError(f"{folder}: the checkpoint does not fit the config: {err}") from err
+        try:
+            evaluator.env.set_state(load_env_state(folder))
+        except CheckpointError as err:
+            raise CheckpointError(f"{folder}: {err}") from err
+        evaluator.env.freeze_statistics()
+        if video is not None:
+            video.arm(episodes)  # after the evaluator's first reset: only the episodes evaluated record
+        finished = evaluator.evaluate(episodes, explore=explore)
+    finally:
+        evaluator.stop()  # closing the env writes a clip whose episode did not end
+    videos = [video.path(i) for i in video.started if video.path(i).exists()] if video is not None else []
+    return Evaluation(folder, finished, videos)
+
+
 class LoadedPolicy:
     """A trained policy outside a trainer: ``compute_single_action(obs)``."""
 
-    def __init__(self, policy: Any, config: RunConfig):
+    def __init__(self, policy: Any, config: RunConfig, env_state: dict[str, np.ndarray] | None = None):
         self.policy = policy
         self.config = config
+        #: The checkpoint's env statistics (``env.wrappers_vector``: e.g.
+        #: ``wrappers_vector/0/obs_rms/mean``); observations given to this policy must be
+        #: transformed as those wrappers did in training.
+        self.env_state = dict(env_state or {})
         self.observation_space = policy.observation_space
         self.action_space = policy.action_space
 
@@ -81,4 +162,4 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy
         policy.set_weights(load_weights(folder))
     except ValueError as err:
         raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
-    return LoadedPolicy(policy, config)
+    return LoadedPolicy(policy, config, load_env_state(folder))

@@ -1,12 +1,23 @@
-"""Where results go: ``progress.jsonl`` (one JSON object per iteration) and TensorBoard."""
+"""Where results go: the logger contract, and the loggers of one run.
+
+A logger is a plugin (entry-point group ``rlgear.loggers``) that a run names in
+``logging.loggers``; the built-ins are ``jsonl`` (``progress.jsonl``, which
+``--resume``, ``rlgear plot`` and ``rlgear tune`` read, so every run has it),
+``tensorboard``, ``csv``, ``mlflow`` and ``wandb``. This module defines the
+contract (:class:`Logger`), what a resumed run tells its loggers
+(:class:`ResumePoint`), and :class:`RunLoggers`, which drives a run's loggers
+together. It imports no logger: the registry loads the ones a run names.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -61,35 +72,182 @@ def discard_results_after(run_dir: str | os.PathLike, iteration: int) -> int:
     return len(dropped)
 
 
-class ResultLogger:
-    """Appends results to ``<run_dir>/progress.jsonl`` and, optionally, TensorBoard events.
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run continues: the restored checkpoint's counters.
 
-    ``purge_step``: on a resume, the first TensorBoard step that belongs to the
-    resumed run (the checkpoint's ``timesteps_total + 1``); TensorBoard hides
-    events at or after it written before the resume, so curves don't double back.
+    Rows of iterations after ``iteration`` were logged by the run before it
+    stopped, and are logged again (the runner has already moved them out of
+    ``progress.jsonl``): a logger that can forget them should (TensorBoard
+    hides its events from ``timesteps_total + 1`` on), one that cannot says so
+    in its documentation.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, tensorboard: bool = True, purge_step: int | None = None):
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._progress = open(self.run_dir / PROGRESS_FILE, "a", buffering=1)  # noqa: SIM115 - closed in close()
-        self._writer = None
-        if tensorboard:
-            from tensorboardX import SummaryWriter  # imported only when used
+    iteration: int
+    timesteps_total: int
 
-            self._writer = SummaryWriter(logdir=str(self.run_dir), flush_secs=10, purge_step=purge_step)
 
-    def log(self, result: dict[str, Any]) -> None:
-        self._progress.write(json.dumps(jsonable(result), allow_nan=False) + "\n")
-        if self._writer is not None:
-            step = int(result.get("timesteps_total", 0))
-            for key, value in result.items():
-                numeric = isinstance(value, int | float | np.number) and not isinstance(value, bool)
-                if numeric and math.isfinite(float(value)):
-                    self._writer.add_scalar(f"rlgear/{key}", float(value), global_step=step)
+class Logger:
+    """The contract of a logger plugin: where a run's config, results and checkpoints go.
+
+    The runner builds the class as ``Logger(**options)`` (``logging.logger_options.<name>``:
+    each key must be an ``__init__`` parameter), then calls, in order:
+
+    * ``open(run_dir, config, resume)`` once, before the first result: ``run_dir``
+      is the run folder, ``config`` the resolved config as plain data with its
+      secrets already redacted (log it as the run's parameters), ``resume`` a
+      :class:`ResumePoint` on ``--resume``, else ``None``;
+    * ``log(result)`` after every iteration, with the flat result dict (numbers,
+      ``None`` for a statistic with no data yet, a few strings such as
+      ``evaluation/video``, a path relative to ``run_dir``);
+    * ``on_checkpoint(path)`` after each checkpoint folder is written (upload it
+      as an artifact where the tool has them);
+    * ``close()`` once at the end, also when the run failed.
+
+    A logger must not change the run folder's other files. Errors it raises stop
+    the run (a checkpoint is written first), so an unreachable service should
+    fail in ``open``, not hours later.
+    """
+
+    #: one line for ``rlgear plugins``
+    description: ClassVar[str] = ""
+
+    def open(self, run_dir: Path, config: Mapping[str, Any], resume: ResumePoint | None) -> None:
+        """Start logging the run in ``run_dir``; ``config`` has its secrets redacted."""
+
+    def log(self, result: Mapping[str, Any]) -> None:
+        """Record one iteration's result."""
+        raise TypeError(f"{type(self).__name__} must implement log()")
+
+    def on_checkpoint(self, path: Path) -> None:
+        """A checkpoint folder was written (default: nothing)."""
 
     def close(self) -> None:
-        self._progress.close()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Flush and release everything (default: nothing)."""
+
+
+def numeric_items(result: Mapping[str, Any]) -> dict[str, float]:
+    """The finite numbers of a result (no bools, no None, no strings): what metric stores take."""
+    out = {}
+    for key, value in result.items():
+        numeric = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+        if numeric and math.isfinite(float(value)):
+            out[key] = float(value)
+    return out
+
+
+#: the logger every run has (progress.jsonl: what --resume, rlgear plot and rlgear tune read)
+REQUIRED_LOGGER = "jsonl"
+
+
+def logger_names(logging: Any) -> list[str]:
+    """The loggers a ``logging`` config section asks for: ``loggers``, without tensorboard when ``tensorboard: false``."""
+    names = list(logging.loggers)
+    if not logging.tensorboard:
+        names = [n for n in names if n.partition("@")[0] != "tensorboard"]
+    return names
+
+
+def check_options(logger_class: type, options: Mapping[str, Any], name: str, fail: Any) -> dict[str, Any]:
+    """``logging.logger_options.<name>``, checked: each key must be a parameter of the logger's ``__init__``."""
+    import inspect
+
+    from rlgear.errors import did_you_mean
+
+    if not isinstance(options, Mapping):
+        raise fail(
+            f"logging.logger_options.{name}", f"expected a mapping of keyword arguments, got {options!r}"
+        )
+    params = [
+        p
+        for p, spec in inspect.signature(logger_class.__init__).parameters.items()
+        if p != "self" and spec.kind not in (spec.VAR_KEYWORD, spec.VAR_POSITIONAL)
+    ]
+    for option in options:
+        if option not in params:
+            raise fail(
+                f"logging.logger_options.{name}.{option}",
+                f"unknown option of logger '{name}'{did_you_mean(str(option), params)} "
+                f"(options: {', '.join(params) or 'none'})",
+            )
+    return dict(options)
+
+
+class RunLoggers:
+    """The loggers of one run, driven together; ``close`` closes every one, even after an error."""
+
+    def __init__(self, loggers: Sequence[Logger], names: Sequence[str] | None = None):
+        self.loggers = list(loggers)
+        #: the plugin names, for errors (``logging.loggers``)
+        self.names = list(names) if names is not None else [type(lg).__name__ for lg in self.loggers]
+
+    @classmethod
+    def build(
+        cls, names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None, fail: Any = None
+    ) -> RunLoggers:
+        """Load the named logger plugins and build each with its options (checked against ``__init__``)."""
+        from rlgear.discovery import registry
+        from rlgear.errors import ConfigError, PluginError
+
+        def plain_fail(path: str, message: str) -> ConfigError:
+            return ConfigError(f"{path}: {message}")
+
+        fail = fail or plain_fail
+        options = options or {}
+        loggers = []
+        for i, name in enumerate(names):
+            try:
+                logger_class = registry.load_logger(name)
+            except PluginError as err:
+                raise fail(f"logging.loggers[{i}]", str(err)) from err
+            kwargs = check_options(logger_class, options.get(name, {}), name, fail)
+            try:
+                loggers.append(logger_class(**kwargs))
+            except (TypeError, ValueError) as err:
+                raise fail(f"logging.logger_options.{name}", f"logger '{name}' refused them: {err}") from err
+        return cls(loggers, names)
+
+    def open(
+        self, run_dir: str | os.PathLike, config: Mapping[str, Any], resume: ResumePoint | None = None
+    ) -> None:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        from rlgear.discovery.registry import missing_dependency_hint
+        from rlgear.errors import PluginError
+
+        for name, logger in zip(self.names, self.loggers, strict=True):
+            try:
+                logger.open(run_dir, config, resume)
+            except ModuleNotFoundError as err:  # its tool is an extra: say which to install
+                raise PluginError(f"logger '{name}' cannot start: {missing_dependency_hint(err)}") from err
+
+    def log(self, result: Mapping[str, Any]) -> None:
+        for logger in self.loggers:
+            logger.log(result)
+
+    def on_checkpoint(self, path: str | os.PathLike) -> None:
+        for logger in self.loggers:
+            logger.on_checkpoint(Path(path))
+
+    def close(self) -> None:
+        errors = []
+        for logger in self.loggers:
+            try:
+                logger.close()
+            except Exception as err:  # close the others; report the first
+                errors.append(err)
+        self.loggers = []
+        if errors:
+            raise errors[0]
+
+
+class ResultLogger(RunLoggers):
+    """``progress.jsonl`` and, optionally, TensorBoard, opened on ``run_dir``: a trial of ``rlgear tune``."""
+
+    def __init__(
+        self, run_dir: str | os.PathLike, tensorboard: bool = True, resume: ResumePoint | None = None
+    ):
+        names = [REQUIRED_LOGGER, "tensorboard"] if tensorboard else [REQUIRED_LOGGER]
+        super().__init__(RunLoggers.build(names).loggers, names)
+        self.run_dir = Path(run_dir)
+        self.open(self.run_dir, {}, resume)

@@ -27,10 +27,11 @@ import yaml
 from rlgear import config as config_mod
 from rlgear import env as env_mod
 from rlgear.config import RunConfig
+from rlgear.config.deprecated import upgrade_saved
 from rlgear.discovery import registry
 from rlgear.errors import CheckpointError, ConfigError, RLGearError
 from rlgear.run import checkpoint as ckpt
-from rlgear.run.logger import DISCARDED_FILE, ResultLogger, discard_results_after
+from rlgear.run.logger import DISCARDED_FILE, ResumePoint, RunLoggers, discard_results_after, logger_names
 from rlgear.run.progress import Progress, summary_line
 
 # Sections a resumed run may change (how long to run, how to save and log).
@@ -71,7 +72,7 @@ def check_resume_config(config: RunConfig, run_dir: Path) -> RunConfig:
     saved_file = run_dir / "config.yaml"
     if not saved_file.exists():
         raise CheckpointError(f"--resume {run_dir}: not a run folder (no config.yaml)")
-    saved = yaml.safe_load(saved_file.read_text())
+    saved = upgrade_saved(yaml.safe_load(saved_file.read_text()))  # a run saved with renamed keys resumes
     given = config_mod.redact_secrets(config.to_dict())  # the saved file has its secrets redacted
     if given.get("seed") is None:
         given["seed"] = saved.get("seed")
@@ -208,7 +209,7 @@ def run(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(config_mod.dump_yaml(config.to_dict()))
-        purge_step = None
+        resume_point = None
         if latest is not None:
             trainer.restore(latest)
             display.message(f"resumed {run_dir} from {latest.name} (iteration {trainer.iteration})")
@@ -218,10 +219,11 @@ def run(
                     f"{moved} result row(s) logged after {latest.name} moved to {DISCARDED_FILE} "
                     "(those iterations run again)"
                 )
-            purge_step = trainer.timesteps_total + 1
+            resume_point = ResumePoint(trainer.iteration, trainer.timesteps_total)
         else:
             display.message(f"run folder: {run_dir}")
-        logger = ResultLogger(run_dir, config.logging.tensorboard, purge_step=purge_step)
+        logger = RunLoggers.build(logger_names(config.logging), config.logging.logger_options, config.fail)
+        logger.open(run_dir, config_mod.redact_secrets(config.to_dict()), resume_point)
         interrupted = False
         last_saved = -1
         reason = None
@@ -250,13 +252,13 @@ def run(
                 reason = should_stop(result, config.stop)
                 every = config.checkpoint.every
                 if every and trainer.iteration % every == 0:
-                    trainer.save()
+                    logger.on_checkpoint(trainer.save())
                     ckpt.prune(run_dir, config.checkpoint.keep)
                     last_saved = trainer.iteration
                 if reason or interrupted:
                     break
             if (config.checkpoint.at_end or interrupted) and last_saved != trainer.iteration:
-                trainer.save()
+                logger.on_checkpoint(trainer.save())
                 ckpt.prune(run_dir, config.checkpoint.keep)
         display.close()
         newest = ckpt.latest(run_dir)

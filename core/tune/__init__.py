@@ -1,8 +1,9 @@
 """Experiments: search spaces, the trial runner, executors, experiment state, results.
 
-``rlgear tune CONFIG`` (and :func:`run`) expands the config's search spaces
-into trials and drives them with a scheduler plugin (``fifo``, ``asha``,
-``pbt``) through an executor (local by default, or Ray). See docs/tune.md.
+``rlgear tune CONFIG`` (and :func:`run`) turns the config's search spaces into
+trials with a searcher plugin (``random``, ``grid``, ``optuna``) and drives them
+with a scheduler plugin (``fifo``, ``asha``, ``pbt``) through an executor (local
+by default, or Ray). See docs/tune.md.
 Nothing heavy is imported here: ``import rlgear.tune`` stays cheap.
 """
 

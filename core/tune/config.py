@@ -4,7 +4,9 @@ It is validated like every other section: unknown keys, wrong types and
 out-of-range values are :class:`~rlgear.errors.ConfigError` naming the file (or
 ``--set``), the key path and what was expected. The scheduler is named by
 ``tune.scheduler`` (a plugin of group ``rlgear.schedulers``) and configured by
-``tune.scheduler_options``, which the scheduler's own ``options_class`` checks.
+``tune.scheduler_options``, which the scheduler's own ``options_class`` checks;
+the searcher likewise by ``tune.searcher`` (group ``rlgear.searchers``) and
+``tune.searcher_options``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,16 @@ class TuneConfig:
     scheduler_options: dict[str, Any] = doc(
         "Options of the scheduler (see docs/tune.md; e.g. asha: grace_period, max_t ...).", factory=dict
     )
+    searcher: str = doc(
+        "Searcher plugin that picks each trial's values: random (grids crossed, distributions drawn; the "
+        "default), grid (grid_search only), optuna (TPE or any Optuna sampler; pip install 'rlgear[optuna]') "
+        "(entry-point group rlgear.searchers).",
+        "random",
+    )
+    searcher_options: dict[str, Any] = doc(
+        "Options of the searcher (see docs/tune.md; e.g. optuna: sampler, sampler_kwargs, max_concurrent).",
+        factory=dict,
+    )
     max_concurrent: int = doc("Trials that hold a trainer at once (0: all of them). Others wait PENDING.", 0)
     max_failures: int = doc(
         "Times a trial that raised is retried from its last checkpoint before it is marked ERROR.", 0
@@ -71,7 +83,10 @@ class TuneConfig:
     name: str | None = doc(
         "Experiment folder name under logging.dir (default tune_<algorithm>_<env>_<time>).", None
     )
-    seed: int | None = doc("Seed of search-space sampling and PBT (null: the config's seed, else 0).", None)
+    seed: int | None = doc(
+        "Seed of the searcher (search-space sampling, Optuna's sampler) and PBT (null: the config's seed, else 0).",
+        None,
+    )
     checkpoint_memory_mb: float = doc(
         "In-memory budget for PBT's exploit checkpoints; older ones spill to the experiment folder.", 512.0
     )
@@ -107,29 +122,56 @@ def make_scheduler(tune: TuneConfig, fail: Fail) -> Any:
         cls = registry.load_scheduler(tune.scheduler)
     except PluginError as err:
         raise PluginError(str(fail("tune.scheduler", str(err)))) from err
-    options = dict(tune.scheduler_options)
-    options_class = getattr(cls, "options_class", None)
-    if options_class is not None:
-        built = build(options_class, options, "tune.scheduler_options", fail)
-        if hasattr(built, "check"):
-            built.check(fail)
-        kwargs = {f.name: getattr(built, f.name) for f in dataclasses.fields(built)}
-    else:
-        params = [
-            name
-            for name, p in inspect.signature(cls.__init__).parameters.items()
-            if name not in ("self", "metric", "mode") and p.kind is not p.VAR_KEYWORD
-        ]
-        for key in options:
-            if key not in params:
-                raise fail(
-                    f"tune.scheduler_options.{key}",
-                    f"unknown option of scheduler '{tune.scheduler}'"
-                    f"{did_you_mean(str(key), params)} (options: {', '.join(params) or 'none'})",
-                )
-        kwargs = options
+    kwargs = plugin_options(
+        cls, tune.scheduler_options, "tune.scheduler_options", f"scheduler '{tune.scheduler}'", fail
+    )
     scheduler = cls(metric=tune.metric, mode=tune.mode, **kwargs)
     return scheduler
+
+
+def make_searcher(tune: TuneConfig, space: Mapping[str, Any], seed: int, fail: Fail) -> Any:
+    """Load ``tune.searcher``, check the search space and ``tune.searcher_options``, and build it."""
+    try:
+        cls = registry.load_searcher(tune.searcher)
+    except PluginError as err:
+        raise PluginError(str(fail("tune.searcher", str(err)))) from err
+    cls.check_space(space, fail)
+    kwargs = plugin_options(
+        cls, tune.searcher_options, "tune.searcher_options", f"searcher '{tune.searcher}'", fail
+    )
+    return cls(space, metric=tune.metric, mode=tune.mode, num_samples=tune.num_samples, seed=seed, **kwargs)
+
+
+#: Constructor parameters the runner passes itself, never from ``*_options``.
+_GIVEN = ("self", "metric", "mode", "space", "num_samples", "seed")
+
+
+def plugin_options(cls: type, options: Mapping[str, Any], key: str, what: str, fail: Fail) -> dict[str, Any]:
+    """The keyword arguments of a scheduler or searcher from its options mapping, checked.
+
+    With an ``options_class`` (a dataclass), the mapping is validated like a config
+    section and every field is passed; without, each key must be an ``__init__`` parameter.
+    """
+    options = dict(options)
+    options_class = getattr(cls, "options_class", None)
+    if options_class is not None:
+        built = build(options_class, options, key, fail)
+        if hasattr(built, "check"):
+            built.check(fail)
+        return {f.name: getattr(built, f.name) for f in dataclasses.fields(built)}
+    params = [
+        name
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if name not in _GIVEN and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    for option in options:
+        if option not in params:
+            raise fail(
+                f"{key}.{option}",
+                f"unknown option of {what}"
+                f"{did_you_mean(str(option), params)} (options: {', '.join(params) or 'none'})",
+            )
+    return options
 
 
 def split_tune_section(raw: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:

@@ -1,12 +1,16 @@
-"""An experiment from a config: expand the search space, build the runner, run or resume it.
+"""An experiment from a config: build the searcher and the runner, run or resume it.
 
 This is what ``rlgear tune CONFIG [--resume EXPERIMENT_DIR]`` and
-``rlgear.tune.run()`` do. Every trial config is validated before any trial
-starts, so a mistake in one corner of the search space fails at once.
+``rlgear.tune.run()`` do. With a searcher whose suggestions never depend on
+results (``random``, ``grid``) every trial config is built and validated before
+any trial starts, so a mistake in one corner of the search space fails at once;
+a model-based searcher (``optuna``) is asked as trials finish, each suggestion
+validated when it is made, after one drawn config was validated up front.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import time
@@ -18,13 +22,14 @@ from typing import Any
 import numpy as np
 
 from rlgear import config as config_mod
-from rlgear.errors import ConfigError
+from rlgear.errors import ConfigError, RLGearError
 from rlgear.scheduler import Trial, TrialStatus
 from rlgear.tune import experiment_state as es
 from rlgear.tune import search_space
-from rlgear.tune.config import TuneConfig, build_tune, make_scheduler, split_tune_section
+from rlgear.tune.config import TuneConfig, build_tune, make_scheduler, make_searcher, split_tune_section
 from rlgear.tune.display import TrialTable
 from rlgear.tune.runner import TrialRunner
+from rlgear.tune.trial_source import TrialSource
 
 #: Keys a resumed experiment may change: how it is shown and where it runs, not what it trains.
 #: ``logging.dir`` and ``tune.name`` only place a new experiment's folder; ``--resume DIR`` names it.
@@ -115,21 +120,48 @@ def new_experiment_dir(base: Mapping[str, Any], tune: TuneConfig) -> Path:
     return path
 
 
+def search_seed(base: Mapping[str, Any], tune: TuneConfig) -> int:
+    """``tune.seed``, else the config's ``seed``, else 0."""
+    if tune.seed is not None:
+        return int(tune.seed)
+    return int(base["seed"]) if isinstance(base.get("seed"), int) else 0
+
+
+def make_source(base: dict[str, Any], tune: TuneConfig, fail: Any) -> TrialSource:
+    """The searcher ``tune.searcher`` over the config's search spaces, checked, as a trial source."""
+    seed = search_seed(base, tune)
+    spaces = search_space.find(base, fail)
+    searcher = make_searcher(tune, spaces, seed, fail)
+    return TrialSource(base, searcher, tune.searcher, seed, fail.source)
+
+
 def make_trials(base: dict[str, Any], tune: TuneConfig, fail: Any) -> list[Trial]:
-    """Expand the search space into trials; every config is validated here, before any run."""
-    seed = tune.seed
-    if seed is None:
-        seed = base.get("seed") if isinstance(base.get("seed"), int) else 0
-    seeds = np.random.default_rng([int(seed), 1])  # apart from the search-space stream
+    """Every trial of a searcher that does not wait for results (random, grid), each config validated."""
+    return drain(make_source(base, tune, fail))
+
+
+def drain(source: TrialSource) -> list[Trial]:
     trials = []
-    for index, variant in enumerate(search_space.expand(base, tune.num_samples, seed, fail)):
-        config = variant.config
-        if config.get("seed") is None:  # each trial its own seed, recorded so it can be repeated
-            config["seed"] = int(seeds.integers(2**31))
-        trial_id = f"trial_{index:03d}"
-        config_mod.resolve(config, source=f"{fail.source} ({trial_id}: {variant.values})")
-        trials.append(Trial(config=config, trial_id=trial_id, values=variant.values))
+    while (trial := source.next_trial()) is not None:
+        trials.append(trial)
+    if not source.done:
+        raise RLGearError(
+            f"searcher '{source.name}' is marked deterministic but waited for a result after "
+            f"{len(trials)} trials; a searcher that uses results must not set deterministic = True"
+        )
     return trials
+
+
+def check_a_drawn_config(base: dict[str, Any], source: TrialSource, fail: Any) -> None:
+    """Validate the config with one value drawn from every search space (before a lazy searcher runs)."""
+    rng = np.random.default_rng(source.seed)
+    values = {path: domain.sample(rng) for path, domain in source.searcher.space.items()}
+    config = copy.deepcopy(base)
+    for path, value in values.items():
+        search_space.set_path(config, path, value)
+    if config.get("seed") is None:
+        config["seed"] = 0
+    config_mod.resolve(config, source=f"{fail.source} (a drawn config: {values})")
 
 
 class _Fail:
@@ -141,6 +173,18 @@ class _Fail:
 
     def __call__(self, path: str, message: str) -> ConfigError:
         return self._fail(path, message)
+
+
+def resume_search(source: TrialSource, state: Mapping[str, Any], trials: Sequence[Trial]) -> None:
+    """Continue the search of a saved experiment: no trial suggested twice, in-flight trials kept.
+
+    An experiment saved before searchers existed has every trial already: its search is over.
+    """
+    saved = state.get("search")
+    if saved is None:
+        source.created, source.done = len(trials), True
+        return
+    source.set_state(saved)
 
 
 def make_executor(tune: TuneConfig, hooks: Iterable[Any]) -> Any:
@@ -184,6 +228,7 @@ def run(
     base, tune_raw = split_tune_section(raw)
     tune = build_tune(tune_raw, fail)
     scheduler = make_scheduler(tune, fail)
+    source = make_source(base, tune, fail)
     if resume is not None:
         experiment_dir = es.find_experiment(resume)
         saved_raw = config_mod.yaml_load((experiment_dir / es.CONFIG_FILE).read_text())
@@ -197,11 +242,18 @@ def run(
         for trial in trials:
             if trial.status not in (TrialStatus.TERMINATED, TrialStatus.ERROR):
                 trial.status = TrialStatus.PENDING  # restarts from its last checkpoint
+        source.searcher.attach(experiment_dir)
+        resume_search(source, state, trials)
     else:
-        trials = make_trials(base, tune, fail)
+        if source.searcher.deterministic:
+            trials = drain(source)  # every trial config validated before the folder exists
+        else:
+            check_a_drawn_config(base, source, fail)
+            trials = []
         experiment_dir = new_experiment_dir(base, tune)
         experiment_dir.mkdir(parents=True, exist_ok=True)
         (experiment_dir / es.CONFIG_FILE).write_text(config_mod.dump_yaml(raw))
+        source.searcher.attach(experiment_dir)
         state = None
     logging_raw = base.get("logging") or {}
     display = TrialTable(
@@ -218,10 +270,13 @@ def run(
         source,
         display,
         resumed_state=state,
+        trial_source=source,
     )
-    unfinished = sum(t.status not in (TrialStatus.TERMINATED, TrialStatus.ERROR) for t in trials)
+    finished = sum(t.status in (TrialStatus.TERMINATED, TrialStatus.ERROR) for t in trials)
+    total = source.total_trials()
+    count = f"{total} trials, {total - finished} to run" if total is not None else f"{finished} trials done"
     display.message(
-        f"experiment folder: {experiment_dir} ({len(trials)} trials, {unfinished} to run, "
+        f"experiment folder: {experiment_dir} ({count}, searcher {tune.searcher}, "
         f"scheduler {tune.scheduler}, executor {tune.executor})"
     )
     runner.run()

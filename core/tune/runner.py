@@ -1,6 +1,7 @@
 """The TrialRunner: the event loop of an experiment.
 
-Each step starts the trials the scheduler picks while the executor has room,
+Each step first asks the searcher (through a :class:`~rlgear.tune.trial_source.TrialSource`)
+for the trials it suggests now, then starts the trials the scheduler picks while the executor has room,
 takes the next finished iteration of any trial, lets the stop criteria and the
 scheduler decide (CONTINUE, PAUSE or STOP; PBT exploits inside that call),
 logs the result to the trial's ``progress.jsonl``, checkpoints the trial on its
@@ -37,6 +38,7 @@ from rlgear.tune.checkpoint_store import CheckpointStore, TrialCheckpoint
 from rlgear.tune.config import TuneConfig
 from rlgear.tune.display import TrialTable, metric_value
 from rlgear.tune.executor import TrialExecutor
+from rlgear.tune.trial_source import TrialSource
 
 DEFAULT_CHECKPOINT_FREQ = 5
 FINISHED = (TrialStatus.TERMINATED, TrialStatus.ERROR)
@@ -59,6 +61,7 @@ class TrialRunner:
         source: str = "config",
         display: TrialTable | None = None,
         resumed_state: dict[str, Any] | None = None,
+        trial_source: TrialSource | None = None,
     ):
         self.experiment_dir = Path(experiment_dir)
         self.tune = tune
@@ -66,6 +69,8 @@ class TrialRunner:
         self.scheduler = scheduler
         self.executor = executor
         self.trials = list(trials)
+        #: Where new trials come from (the searcher); None: ``trials`` is the whole experiment.
+        self.trial_source = trial_source
         self.source = source
         self.display = display or TrialTable("none", tune.metric)
         self.store = CheckpointStore(
@@ -167,7 +172,21 @@ class TrialRunner:
 
     # --- the loop ---------------------------------------------------------------------
     def is_finished(self) -> bool:
-        return all(t.status in FINISHED for t in self.trials)
+        searching = self.trial_source is not None and not self.trial_source.done
+        return not searching and all(t.status in FINISHED for t in self.trials)
+
+    def _add_suggested_trials(self) -> None:
+        """Every trial the searcher suggests now (until it waits for a result or is done)."""
+        if self.trial_source is None:
+            return
+        while (trial := self.trial_source.next_trial()) is not None:
+            self.trials.append(trial)
+            self.scheduler.on_trial_add(self, trial)
+
+    def _trial_finished(self, trial: Trial) -> None:
+        """The trial is TERMINATED or ERROR for good: the searcher hears its last result."""
+        if self.trial_source is not None:
+            self.trial_source.on_trial_complete(trial)
 
     def run(self) -> None:
         """Step until every trial is TERMINATED or ERROR (or Ctrl-C: checkpoint, save state, return)."""
@@ -206,6 +225,11 @@ class TrialRunner:
                 return  # the cluster has room again (a node came back): start trials next step
             if not self.is_finished():
                 waiting = [t.trial_id for t in self.trials if t.status not in FINISHED]
+                if not waiting:
+                    raise RLGearError(
+                        f"searcher '{self.tune.searcher}' suggested no trial although none is running: "
+                        "it must return a suggestion or Searcher.FINISHED then (None only while trials run)"
+                    )
                 raise RLGearError(
                     f"trials {', '.join(waiting)} can never start: the executor has no room for them "
                     "(check tune.max_concurrent and the Ray cluster's CPUs against workers.num_cpus_for_driver)"
@@ -221,6 +245,8 @@ class TrialRunner:
         self.loop_time_s += time.perf_counter() - start
 
     def _start_trials(self) -> None:
+        if not self._interrupted:
+            self._add_suggested_trials()
         while not self._interrupted:
             trial = self.scheduler.choose_trial_to_run(self)
             if trial is None or trial.status in FINISHED or trial.status == TrialStatus.RUNNING:
@@ -288,6 +314,7 @@ class TrialRunner:
                 self._save_checkpoint(trial)
             self.executor.stop_trial(trial)
             trial.status = TrialStatus.TERMINATED
+            self._trial_finished(trial)
             if not reason:
                 self.scheduler.on_trial_remove(self, trial)
                 self.display.message(f"{trial.trial_id} stopped early by the {self.tune.scheduler} scheduler")
@@ -333,6 +360,7 @@ class TrialRunner:
             trial.status = TrialStatus.ERROR
             trial.error = message
             self.scheduler.on_trial_error(self, trial)
+            self._trial_finished(trial)
             self.log_event({"event": "error", "trial_id": trial.trial_id, "error": message})
 
     # --- results and checkpoints ----------------------------------------------------------
@@ -396,6 +424,7 @@ class TrialRunner:
             [self._trial_json(t) for t in self.trials],
             {
                 "scheduler": {"name": self.tune.scheduler, "state": self.scheduler.get_state()},
+                **({"search": self.trial_source.get_state()} if self.trial_source is not None else {}),
                 "runner": {
                     "iterations": self.iterations,
                     "exploits": self.exploits,

@@ -139,21 +139,31 @@ class Variant:
 
 def expand(config: Mapping[str, Any], num_samples: int, seed: int | None, fail: Fail) -> Iterator[Variant]:
     """Every trial config: ``num_samples`` x the grid, distributions drawn with a seeded generator."""
-    spaces = find(config, fail)
+    for values in variants(find(config, fail), num_samples, seed):
+        trial = copy.deepcopy(dict(config))
+        for path, value in values.items():
+            set_path(trial, path, value)
+        yield Variant(trial, values)
+
+
+def variants(spaces: Mapping[str, Domain], num_samples: int, seed: int | None) -> Iterator[dict[str, Any]]:
+    """The values of every trial, ``{path: value}``: ``num_samples`` x the grid, then seeded draws.
+
+    The order (grids varying fastest within a sample, distributions drawn in
+    path order for each trial) is what :func:`expand` has always given, so a
+    seed gives the same trials as before the searchers existed.
+    """
     grids = {p: d for p, d in spaces.items() if d.kind == "grid_search"}
     draws = {p: d for p, d in spaces.items() if d.kind != "grid_search"}
     rng = np.random.default_rng(seed)
     for _ in range(num_samples):
         for combo in itertools.product(*(d.args for d in grids.values())):
-            trial = copy.deepcopy(dict(config))
             values: dict[str, Any] = {}
             for path, value in zip(grids, combo, strict=True):
                 values[path] = copy.deepcopy(value)
             for path, domain in draws.items():
                 values[path] = domain.sample(rng)
-            for path, value in values.items():
-                set_path(trial, path, value)
-            yield Variant(trial, values)
+            yield values
 
 
 def count(config: Mapping[str, Any], num_samples: int, fail: Fail) -> int:

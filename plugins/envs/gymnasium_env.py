@@ -1,15 +1,20 @@
 """The gymnasium env adapter: any registered id or ``module:Class``, vectorized.
 
-Uses gymnasium's own vector envs (sync, or async with one subprocess per env)
-in next-step autoreset mode, which gives ALF's layout exactly: the step after
-a LAST is the FIRST of the next episode, with reward 0, and the action sent
-at the LAST step is ignored. ``terminated`` maps to LAST with discount 0,
-``truncated`` (time limits, the run's ``horizon``) to LAST with discount 1.
+Uses gymnasium's own vector envs (the env's native vector class when it
+registers one, else sync, or async with one subprocess per env; see
+:mod:`.gymnasium_native`) in next-step autoreset mode, which gives ALF's
+layout exactly: the step after a LAST is the FIRST of the next episode, with
+reward 0, and the action sent at the LAST step is ignored. ``terminated`` maps
+to LAST with discount 0, ``truncated`` (time limits, the run's ``horizon``) to
+LAST with discount 1.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -17,10 +22,12 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlgear.discovery.registry import resolve_object
-from rlgear.env import EnvAdapter, VectorEnv
+from rlgear.env import EnvAdapter, VectorEnv, VideoRequest
 from rlgear.errors import ConfigError, NonFiniteError, PluginError, did_you_mean
 from rlgear.spaces import Box, Discrete, Space
 from rlgear.timestep import StepType, TimeStep
+
+from . import gymnasium_native, gymnasium_wrappers
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -41,8 +48,17 @@ def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
     )
 
 
-def _make_env(name: str, kwargs: dict[str, Any], horizon: int | None) -> gym.Env:
-    """Build one env (module-level so async vector envs can pickle it)."""
+def _make_env(
+    name: str,
+    kwargs: dict[str, Any],
+    horizon: int | None,
+    wrappers: Sequence[gymnasium_wrappers.Spec] = (),
+) -> gym.Env:
+    """Build one env, wrapped by ``env.wrappers`` in order (module-level so async vector envs can pickle it)."""
+    return gymnasium_wrappers.apply(_make_bare_env(name, kwargs, horizon), wrappers)
+
+
+def _make_bare_env(name: str, kwargs: dict[str, Any], horizon: int | None) -> gym.Env:
     if ":" in name:
         try:
             target = resolve_object(name, "env.name")
@@ -56,6 +72,30 @@ def _make_env(name: str, kwargs: dict[str, Any], horizon: int | None) -> gym.Env
     extra = {"max_episode_steps": horizon} if horizon is not None else {}
     # A registered id, or gymnasium's own 'module:EnvId' form (imports module to register it).
     return gym.make(name, **kwargs, **extra)
+
+
+def _recorded(env: gym.Env, video: VideoRequest, name: str) -> gym.Env:
+    """``env`` (made with render_mode='rgb_array') recording the episodes ``video`` asks for."""
+    if env.render_mode != "rgb_array" or "rgb_array" not in env.metadata.get("render_modes", ()):
+        env.close()
+        modes = ", ".join(env.metadata.get("render_modes", ())) or "none"
+        raise ConfigError(
+            f"env.name: {name} cannot be recorded: it does not render rgb_array frames "
+            f"(its render modes: {modes})"
+        )
+    try:
+        with warnings.catch_warnings():  # "Overwriting existing videos": the file names tell clips apart
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return gym.wrappers.RecordVideo(
+                env,
+                video.folder,
+                episode_trigger=video.wants,
+                name_prefix=video.name_prefix,
+                disable_logger=True,
+            )
+    except gym.error.DependencyNotInstalled as err:
+        env.close()
+        raise ConfigError(f"recording videos needs moviepy: pip install 'rlgear[video]' ({err})") from err
 
 
 def _check_name(name: str) -> None:
@@ -74,9 +114,11 @@ _FIRST = int(StepType.FIRST)
 class GymnasiumVectorEnv(VectorEnv):
     """A gymnasium vector env emitting rlgear TimeSteps."""
 
-    def __init__(self, env: gym.vector.VectorEnv, name: str):
+    def __init__(self, env: gym.vector.VectorEnv, name: str, vector_wrappers: Sequence[Any] = ()):
         self.env = env
         self.name = name
+        #: ``env.wrappers_vector`` as applied (config order); their running statistics are the env's state.
+        self.vector_wrappers = list(vector_wrappers)
         self.num_envs = env.num_envs
         self.observation_space = convert_space(env.single_observation_space, "observation", name)
         self.action_space = convert_space(env.single_action_space, "action", name)
@@ -93,16 +135,24 @@ class GymnasiumVectorEnv(VectorEnv):
         """Refuse NaN, infinity and values beyond float32 at the boundary, naming the env and slot.
 
         Why: learning runs in float32; a reward of 1e39 (finite in float64)
-        becomes inf there and turns every later loss into NaN. A few
-        microseconds per step against a poisoned run.
+        becomes inf there and turns every later loss into NaN. About a
+        microsecond per step against a poisoned run: a float64 sum of float32
+        terms cannot overflow, so it is finite exactly when every term is (NaN and
+        infinity propagate); one reduction clears the common case and only a bad
+        step pays for the check that names the slots.
         """
-        if reward is not None and not np.isfinite(reward).all():
+        if reward is not None and not math.isfinite(np.add.reduce(reward, dtype=np.float64)):
             slots = np.flatnonzero(~np.isfinite(reward)).tolist()
             raise NonFiniteError(
                 f"env {self.name}: step returned a reward that is NaN, infinite or beyond float32 in env "
                 f"slot(s) {slots} (rlgear trains in float32; scale or clip the env's rewards)"
             )
         if isinstance(obs, np.ndarray) and obs.dtype.kind == "f":
+            if obs.dtype.itemsize <= 4:
+                if math.isfinite(np.add.reduce(obs, axis=None, dtype=np.float64)):
+                    return
+            elif np.maximum.reduce(np.abs(obs), axis=None) <= FLOAT32_MAX:  # False for NaN
+                return
             bad = ~np.isfinite(obs)
             if obs.dtype.itemsize > 4:
                 bad |= np.abs(np.nan_to_num(obs)) > FLOAT32_MAX
@@ -131,16 +181,17 @@ class GymnasiumVectorEnv(VectorEnv):
     def step(self, actions: np.ndarray) -> TimeStep:
         obs, reward, terminated, truncated, info = self.env.step(actions)
         first = self._prev_last
-        with np.errstate(over="ignore"):  # a reward beyond float32 becomes inf here and is refused below
-            reward = np.asarray(reward, dtype=np.float32)
+        if not (isinstance(reward, np.ndarray) and reward.dtype == np.float32):
+            with np.errstate(over="ignore"):  # a reward beyond float32 becomes inf here and is refused below
+                reward = np.asarray(reward, dtype=np.float32)
         self._check_finite(obs, reward)
         prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
-        done = terminated | truncated
-        if not (self._any_first or done.any()):  # the common case: every env in mid-episode
+        # the common case: every env in mid-episode (count_nonzero is the cheapest test of a bool array)
+        if not (self._any_first or np.count_nonzero(terminated) or np.count_nonzero(truncated)):
             return TimeStep(
                 self._mids.copy(), reward, self._ones.copy(), obs, prev_action, self._env_ids, info=info
             )
-        ended = done & ~first
+        ended = (terminated | truncated) & ~first
         # MID=1, LAST=2, FIRST=0: built arithmetically (np.where on enums is slow in this hot path)
         step_type = (1 + ended).astype(np.int32)
         discount = (~(terminated & ended)).astype(np.float32)
@@ -156,10 +207,25 @@ class GymnasiumVectorEnv(VectorEnv):
     def close(self) -> None:
         self.env.close()
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        return gymnasium_wrappers.get_state(self.vector_wrappers)
+
+    def set_state(self, arrays: dict[str, np.ndarray]) -> None:
+        gymnasium_wrappers.set_state(self.vector_wrappers, arrays)
+
+    def freeze_statistics(self) -> None:
+        gymnasium_wrappers.freeze(self.vector_wrappers)
+
 
 class GymnasiumAdapter(EnvAdapter):
-    description = "any gymnasium env (registered id or module:Class), sync or async vector envs"
+    description = "any gymnasium env (registered id or module:Class): native, sync or async vector envs"
     default_env = "CartPole-v1"  # what `rlgear plugins --check gymnasium` builds without --env-name
+    records_video = True
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """``env.wrappers`` and ``env.wrappers_vector``: importable, the right kind, kwargs that fit."""
+        gymnasium_wrappers.check(config)
 
     def make(
         self,
@@ -167,24 +233,52 @@ class GymnasiumAdapter(EnvAdapter):
         num_envs: int,
         *,
         kwargs: dict[str, Any],
-        vectorization: str = "sync",
+        vectorization: str = "auto",
         horizon: int | None = None,
         worker_index: int = 0,
+        wrappers: Sequence[Any] = (),
+        wrappers_vector: Sequence[Any] = (),
+        video: VideoRequest | None = None,
     ) -> VectorEnv:
+        """``wrappers`` wrap each env (in its factory), ``wrappers_vector`` the vector env; ``video``
+        records env 0, which is then built in this process (sync vectorization)."""
         _check_name(name)
-        make_one = functools.partial(_make_env, name, dict(kwargs), horizon)
+        per_env = gymnasium_wrappers.specs(wrappers)
+        mode = gymnasium_native.choose(
+            vectorization, name, per_env_wrappers=bool(per_env), video=video is not None
+        )
+        if mode == "native":
+            vec = gymnasium_native.make_native(name, num_envs, dict(kwargs), horizon)
+            return self._finish(vec, name, wrappers_vector)
+        make_one = functools.partial(_make_env, name, dict(kwargs), horizon, per_env)
         try:
-            probe = make_one()  # fail here, with a readable error, not inside a subprocess
+            # fail here, with a readable error, not inside a subprocess
+            if video is None:
+                probe = make_one()
+            else:
+                try:
+                    first = _make_env(name, {**kwargs, "render_mode": "rgb_array"}, horizon, per_env)
+                except TypeError as err:
+                    raise ConfigError(
+                        f"env.name: {name} cannot be recorded: it takes no render_mode='rgb_array' ({err})"
+                    ) from err
+                probe = _recorded(first, video, name)
         except ConfigError:
             raise
         except TypeError as err:
             raise ConfigError(f"env.kwargs: {name} does not accept these arguments: {err}") from err
         except gym.error.Error as err:
             raise ConfigError(f"env.name: {name}: {err}") from err
-        if vectorization == "async":
+        if mode == "async":
             probe.close()
             vec = AsyncVectorEnv([make_one] * num_envs, autoreset_mode=AutoresetMode.NEXT_STEP)
         else:
             fns = [lambda: probe] + [make_one] * (num_envs - 1)
             vec = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
-        return GymnasiumVectorEnv(vec, name)
+        return self._finish(vec, name, wrappers_vector)
+
+    @staticmethod
+    def _finish(vec: gym.vector.VectorEnv, name: str, wrappers_vector: Sequence[Any]) -> GymnasiumVectorEnv:
+        """``env.wrappers_vector`` around ``vec``, as rlgear's VectorEnv."""
+        wrapped, applied = gymnasium_wrappers.apply_vector(vec, gymnasium_wrappers.specs(wrappers_vector))
+        return GymnasiumVectorEnv(wrapped, name, applied)

@@ -22,6 +22,13 @@ What each kind must do:
 * **scheduler** (``rlgear.schedulers``): builds with its default options, decides
   CONTINUE, PAUSE or STOP on synthetic trials whose metrics rise and fall, and
   its ``get_state()`` is JSON that restores a fresh instance to the same decisions.
+* **searcher** (``rlgear.searchers``): builds with its default options on a small
+  space, suggests values inside it, takes completions, and its ``get_state()`` is
+  JSON from which a fresh instance continues (``tune.num_samples`` trials in all).
+* **logger** (``rlgear.loggers``): builds with its default options and logs a short
+  run in a temporary run folder (results with ``None``, NaN and strings, a
+  checkpoint), then a resume, without touching the run's own files; nothing is sent
+  (``WANDB_MODE=offline``, MLflow's local store).
 * **hook** (``rlgear.hooks``): every ``@rlgear.hookimpl`` is a known hook and takes
   only arguments its hook specification passes.
 * **backend** (``rlgear.backends``): a complete :class:`~rlgear.backend.Backend`
@@ -51,7 +58,9 @@ from rlgear.discovery.check.algorithm import _check_algorithm
 from rlgear.discovery.check.backend import _check_backend
 from rlgear.discovery.check.env import _check_env
 from rlgear.discovery.check.hook import _check_hook
+from rlgear.discovery.check.logger import _check_logger
 from rlgear.discovery.check.scheduler import _check_scheduler
+from rlgear.discovery.check.searcher import _check_searcher
 
 __all__ = ["KINDS", "CheckReport", "Finding", "check_plugin", "find_plugin"]
 from rlgear.errors import PluginError, closest
@@ -113,7 +122,7 @@ def check_plugin(
 
     Args:
         name: the entry-point name (``name@package`` when several packages register it).
-        kind: ``algorithm``, ``env``, ``backend``, ``scheduler`` or ``hook``; needed only
+        kind: ``algorithm``, ``env``, ``backend``, ``scheduler``, ``searcher`` or ``hook``; needed only
             when several kinds have a plugin called ``name``.
         env_name: the env an env adapter builds (default: the adapter's
             ``default_env``, else the first of its ``names``).
@@ -134,6 +143,8 @@ def check_plugin(
         "env": lambda: _check_env(checks, info, load_name, env_name),
         "backend": lambda: _check_backend(checks, info, load_name),
         "scheduler": lambda: _check_scheduler(checks, info, load_name),
+        "searcher": lambda: _check_searcher(checks, info, load_name),
+        "logger": lambda: _check_logger(checks, info, load_name),
         "hook": lambda: _check_hook(checks, info),
     }[info.kind]
     with warnings.catch_warnings(), contextlib.suppress(_Failed):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
@@ -12,8 +11,10 @@ from rlgear.config.schema import doc
 @dataclass
 class A2CConfig(TrainingConfig):
     lr: float = doc("Learning rate.", 7e-4)
-    optimizer: Literal["adam", "sgd", "rmsprop"] = doc(
-        "Optimizer; RMSprop as in the paper and in SB3 (alpha 0.99).", "rmsprop"
+    optimizer: str = doc(
+        "Optimizer; RMSprop as in the paper and in SB3 (alpha 0.99). Any value of the common "
+        "training.optimizer works (a built-in or a dotted path).",
+        "rmsprop",
     )
     train_batch_size: int = doc(
         "Env steps per training step (all envs together), one gradient step on them: "

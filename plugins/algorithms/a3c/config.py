@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
@@ -12,8 +11,10 @@ from rlgear.config.schema import doc
 @dataclass
 class A3CConfig(TrainingConfig):
     lr: float = doc("Learning rate of the learner's (the global network's) optimizer.", 7e-4)
-    optimizer: Literal["adam", "sgd", "rmsprop"] = doc(
-        "Optimizer; RMSprop as in the paper (shared statistics: the learner holds them).", "rmsprop"
+    optimizer: str = doc(
+        "Optimizer; RMSprop as in the paper (shared statistics: the learner holds them). Any value of the "
+        "common training.optimizer works (a built-in or a dotted path).",
+        "rmsprop",
     )
     train_batch_size: int = doc(
         "Env steps behind one gradient: each worker samples this many (fragment length x its envs), "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
@@ -12,8 +11,10 @@ from rlgear.config.schema import doc
 @dataclass
 class IMPALAConfig(TrainingConfig):
     lr: float = doc("Learning rate.", 5e-4)
-    optimizer: Literal["adam", "sgd", "rmsprop"] = doc(
-        "Optimizer (the paper uses RMSprop; Adam is the robust choice for small problems).", "adam"
+    optimizer: str = doc(
+        "Optimizer (the paper uses RMSprop; Adam is the robust choice for small problems). Any value of "
+        "the common training.optimizer works (a built-in or a dotted path).",
+        "adam",
     )
     train_batch_size: int = doc(
         "Env steps per learner update: arriving fragments are queued and batched until they "

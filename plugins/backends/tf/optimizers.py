@@ -16,11 +16,12 @@ metadata, the format the torch backend uses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from rlgear.errors import ConfigError, did_you_mean
 from rlgear.plugins.backends.tf.runtime import tf
 
 
@@ -149,12 +150,47 @@ class RMSprop(Optimizer):
         return {"lr": self.lr, "alpha": self.alpha, "eps": self.eps}
 
 
-def make_optimizer(name: str, variables: Sequence[tf.Variable], lr: float, eps: float) -> Optimizer:
-    """The optimizer ``training.optimizer`` names, with the same arguments as the torch backend's."""
-    if name == "adam":
-        return Adam(variables, lr, eps=eps)
-    if name == "sgd":
-        return SGD(variables, lr)
-    if name == "rmsprop":
-        return RMSprop(variables, lr)
-    raise ValueError(f"unknown optimizer {name!r}")
+BUILTINS: dict[str, type[Optimizer]] = {"adam": Adam, "sgd": SGD, "rmsprop": RMSprop}
+#: constructor keywords each built-in takes from ``training.optimizer_kwargs``
+_BUILTIN_KWARGS = {"adam": ("betas", "eps"), "sgd": (), "rmsprop": ("alpha", "eps")}
+
+
+def make_optimizer(
+    name: str,
+    variables: Sequence[tf.Variable],
+    lr: float,
+    eps: float,
+    kwargs: dict[str, Any] | None = None,
+    fail: Callable[[str, str], Exception] | None = None,
+) -> Any:
+    """The optimizer ``training.optimizer`` names, with the same arguments as the torch backend's.
+
+    A built-in, or any Keras optimizer by dotted path (``tf.keras.optimizers.AdamW``).
+    ``eps`` (``training.optimizer_epsilon``) goes to adam and to a Keras class that
+    takes ``epsilon``, unless ``kwargs`` has one. ``fail(key, message)`` builds the
+    config error (``RunConfig.fail``) for a bad path or kwargs.
+    """
+    fail = fail or _plain_fail
+    kwargs = dict(kwargs or {})
+    if name in BUILTINS:
+        accepted = _BUILTIN_KWARGS[name]
+        for key in kwargs:
+            if key not in accepted:
+                raise fail(
+                    f"training.optimizer_kwargs.{key}",
+                    f"{name} takes no argument '{key}'{did_you_mean(key, accepted)} "
+                    f"(it takes: {', '.join(accepted) or 'none'})",
+                )
+        if name == "adam":
+            kwargs.setdefault("eps", eps)
+        try:
+            return BUILTINS[name](variables, lr, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise fail("training.optimizer_kwargs", f"{name} refused them: {err}") from None
+    from rlgear.plugins.backends.tf.keras_optim import KerasOptim, resolve_class
+
+    return KerasOptim(resolve_class(name, fail), name, variables, lr, eps, kwargs, fail)
+
+
+def _plain_fail(path: str, message: str) -> Exception:
+    return ConfigError(f"{path}: {message}")

@@ -134,7 +134,12 @@ class TFPolicy(Policy):
         self.variables = [v for _, v in self.named_variables]
         training = config.training
         self.optimizer = make_optimizer(
-            training.optimizer, self.variables, self._current_lr(), training.adam_epsilon
+            training.optimizer,
+            self.variables,
+            self._current_lr(),
+            training.optimizer_epsilon,
+            training.optimizer_kwargs,
+            getattr(config, "fail", None),
         )
         self.rng = np.random.default_rng(seed)  # minibatch order, as TorchPolicy's
         # Sampling noise of the TF acting path (model.numpy_inference: false).

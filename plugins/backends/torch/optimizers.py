@@ -13,7 +13,7 @@ named tensors for safetensors checkpoints.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -44,6 +44,11 @@ class Optimizer:
 
     def step(self) -> None:
         raise TypeError(f"{type(self).__name__} must implement step()")
+
+    @property
+    def type_name(self) -> str:
+        """What ``state_meta()["type"]`` holds: a restore refuses another optimizer's state."""
+        return type(self).__name__
 
     def hyperparameters(self) -> dict[str, Any]:
         return {"lr": self.lr}
@@ -127,11 +132,41 @@ class RMSprop(Optimizer):
         return {"lr": self.lr, "alpha": self.alpha, "eps": self.eps}
 
 
-def make_optimizer(name: str, params: Iterable[torch.Tensor], lr: float, eps: float) -> Optimizer:
-    if name == "adam":
-        return Adam(params, lr, eps=eps)
-    if name == "sgd":
-        return SGD(params, lr)
-    if name == "rmsprop":
-        return RMSprop(params, lr)
-    raise ValueError(f"unknown optimizer {name!r}")
+BUILTINS: dict[str, type[Optimizer]] = {"adam": Adam, "sgd": SGD, "rmsprop": RMSprop}
+
+
+def make_optimizer(
+    name: str,
+    params: Iterable[torch.Tensor],
+    lr: float,
+    eps: float,
+    kwargs: dict[str, Any] | None = None,
+    fail: Callable[[str, str], Exception] | None = None,
+) -> Any:
+    """The optimizer ``training.optimizer`` names: a built-in, or any ``torch.optim`` class by dotted path.
+
+    ``eps`` (``training.optimizer_epsilon``) goes to adam, and to a dotted-path
+    class that takes ``eps``, unless ``kwargs`` has one. ``fail(key, message)``
+    builds the config error (``RunConfig.fail``) for a bad path or kwargs.
+    """
+    from rlgear.plugins.backends.torch.torch_optim import TorchOptim, check_kwargs, resolve_class
+
+    fail = fail or _plain_fail
+    kwargs = dict(kwargs or {})
+    if name in BUILTINS:
+        cls = BUILTINS[name]
+        if name == "adam":
+            kwargs.setdefault("eps", eps)
+        check_kwargs(cls, kwargs, name, fail)
+        try:
+            return cls(params, lr, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise fail("training.optimizer_kwargs", f"{name} refused them: {err}") from None
+    cls = resolve_class(name, fail)
+    return TorchOptim(cls, name, params, lr, eps, kwargs, fail)
+
+
+def _plain_fail(path: str, message: str) -> Exception:
+    from rlgear.errors import ConfigError
+
+    return ConfigError(f"{path}: {message}")

@@ -62,7 +62,12 @@ class TorchPolicy(Policy):
         self._weight_names = self._neutral_names()
         training = config.training
         self.optimizer = make_optimizer(
-            training.optimizer, self.model.parameters(), self._current_lr(), training.adam_epsilon
+            training.optimizer,
+            self.model.parameters(),
+            self._current_lr(),
+            training.optimizer_epsilon,
+            training.optimizer_kwargs,
+            getattr(config, "fail", None),
         )
         self.rng = np.random.default_rng(config.seed)
         self.num_grad_updates = 0
@@ -298,9 +303,9 @@ class TorchPolicy(Policy):
         weights = {k.removeprefix("weights/"): v for k, v in state.arrays.items() if k.startswith("weights/")}
         self._torch_layout(weights)  # check before changing anything
         optimizer_meta = state.meta.get("optimizer")
-        if optimizer_meta is not None and optimizer_meta.get("type") != type(self.optimizer).__name__:
+        if optimizer_meta is not None and optimizer_meta.get("type") != self.optimizer.type_name:
             raise ValueError(
-                f"optimizer state of {optimizer_meta.get('type')}, this policy uses {type(self.optimizer).__name__}"
+                f"optimizer state of {optimizer_meta.get('type')}, this policy uses {self.optimizer.type_name}"
             )
         self.set_weights(weights)
         if "optimizer" in state.meta:

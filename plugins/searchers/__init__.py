@@ -1,0 +1,1 @@
+"""Built-in searchers (entry-point group ``rlgear.searchers``): ``random``, ``grid`` and ``optuna``."""
