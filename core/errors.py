@@ -10,7 +10,9 @@ rlgear or a plugin and keeps its traceback.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 
 class RLGearError(Exception):
@@ -55,3 +57,25 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """A '; did you mean X?' suffix, or an empty string when nothing is close."""
     match = closest(name, candidates)
     return f"; did you mean '{match}'?" if match else ""
+
+
+def unaccepted_keyword(
+    function: Callable[..., Any], kwargs: Mapping[str, Any], skip: Iterable[str] = ()
+) -> tuple[str, list[str]] | None:
+    """The first key of ``kwargs`` that ``function`` takes no parameter for, with the names it does take
+    (less ``skip``: those the caller passes itself); None when it takes them all or takes ``**kwargs``.
+
+    Why: config keys that end up as constructor keywords (optimizers, wrappers) are checked when the
+    config is read, so a typo is one error naming the key rather than a TypeError mid-run.
+    """
+    parameters = inspect.signature(function).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    skipped = {"self", *skip}
+    accepted = [
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in skipped
+    ]
+    unknown = next((key for key in kwargs if key not in accepted), None)
+    return None if unknown is None else (unknown, accepted)

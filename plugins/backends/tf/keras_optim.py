@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.errors import did_you_mean
+from rlgear.errors import did_you_mean, unaccepted_keyword
 from rlgear.plugins.backends.tf.runtime import tf
 
 Fail = Callable[[str, str], Exception]
@@ -84,14 +84,13 @@ class KerasOptim:
         parameters = inspect.signature(cls.__init__).parameters
         if "epsilon" in parameters:
             kwargs.setdefault("epsilon", eps)
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-            accepted = [n for n in parameters if n not in ("self", "learning_rate")]
-            for key in kwargs:
-                if key not in accepted:
-                    raise fail(
-                        f"training.optimizer_kwargs.{key}",
-                        f"{path} takes no argument '{key}'{did_you_mean(key, accepted)}",
-                    )
+        refused = unaccepted_keyword(cls.__init__, kwargs, skip=("learning_rate",))
+        if refused:
+            key, accepted = refused
+            raise fail(
+                f"training.optimizer_kwargs.{key}",
+                f"{path} takes no argument '{key}'{did_you_mean(key, accepted)}",
+            )
         try:
             self.inner = cls(learning_rate=float(lr), **kwargs)
         except (TypeError, ValueError) as err:

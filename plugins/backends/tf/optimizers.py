@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.errors import ConfigError, did_you_mean
+from rlgear.errors import ConfigError, did_you_mean, unaccepted_keyword
 from rlgear.plugins.backends.tf.runtime import tf
 
 
@@ -151,8 +151,6 @@ class RMSprop(Optimizer):
 
 
 BUILTINS: dict[str, type[Optimizer]] = {"adam": Adam, "sgd": SGD, "rmsprop": RMSprop}
-#: constructor keywords each built-in takes from ``training.optimizer_kwargs``
-_BUILTIN_KWARGS = {"adam": ("betas", "eps"), "sgd": (), "rmsprop": ("alpha", "eps")}
 
 
 def make_optimizer(
@@ -173,14 +171,14 @@ def make_optimizer(
     fail = fail or _plain_fail
     kwargs = dict(kwargs or {})
     if name in BUILTINS:
-        accepted = _BUILTIN_KWARGS[name]
-        for key in kwargs:
-            if key not in accepted:
-                raise fail(
-                    f"training.optimizer_kwargs.{key}",
-                    f"{name} takes no argument '{key}'{did_you_mean(key, accepted)} "
-                    f"(it takes: {', '.join(accepted) or 'none'})",
-                )
+        refused = unaccepted_keyword(BUILTINS[name].__init__, kwargs, skip=("variables", "lr"))
+        if refused:
+            key, accepted = refused
+            raise fail(
+                f"training.optimizer_kwargs.{key}",
+                f"{name} takes no argument '{key}'{did_you_mean(key, accepted)} "
+                f"(it takes: {', '.join(accepted) or 'none'})",
+            )
         if name == "adam":
             kwargs.setdefault("eps", eps)
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlgear.errors import did_you_mean
+from rlgear.errors import did_you_mean, unaccepted_keyword
 
 Fail = Callable[[str, str], Exception]
 
@@ -55,17 +55,14 @@ def check_kwargs(cls: type, kwargs: dict[str, Any], name: str, fail: Fail) -> No
             "training.optimizer_kwargs",
             "the learning rate comes from training.lr / training.lr_schedule, not from here",
         )
-    parameters = inspect.signature(cls.__init__).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return
-    accepted = [n for n in parameters if n not in ("self", "params", "lr")]
-    for key in kwargs:
-        if key not in accepted:
-            raise fail(
-                f"training.optimizer_kwargs.{key}",
-                f"{name} takes no argument '{key}'{did_you_mean(key, accepted)} "
-                f"(it takes: {', '.join(accepted) or 'none'})",
-            )
+    refused = unaccepted_keyword(cls.__init__, kwargs, skip=("params", "lr"))
+    if refused:
+        key, accepted = refused
+        raise fail(
+            f"training.optimizer_kwargs.{key}",
+            f"{name} takes no argument '{key}'{did_you_mean(key, accepted)} "
+            f"(it takes: {', '.join(accepted) or 'none'})",
+        )
 
 
 def _to_json(value: Any) -> Any:
