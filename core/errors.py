@@ -47,6 +47,10 @@ class NonFiniteError(RunError):
     """Learning produced NaN or infinity (in a loss, a gradient or the weights) and cannot go on."""
 
 
+class EnvDataError(RunError):
+    """An env emitted data that breaks its own declared spaces (e.g. an action mask allowing nothing)."""
+
+
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate most like ``name`` (for 'did you mean' hints), or None."""
     matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.5)

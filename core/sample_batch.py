@@ -39,6 +39,8 @@ class SampleBatch(dict):
     T = "t"  # the step's index within its episode
     BATCH_INDEXES = "batch_indexes"  # replay slots a sampled row came from
     WEIGHTS = "weights"  # importance-sampling weights of prioritized replay
+    ACTION_MASK = "action_mask"  # bool [n] per row: the actions allowed when this row's action was chosen
+    NEXT_ACTION_MASK = "next_action_mask"  # n-step transitions: the mask of next_obs (DQN's target max)
 
     def __init__(self, columns: Mapping[str, np.ndarray] | None = None, **kwargs: np.ndarray):
         super().__init__()

@@ -48,6 +48,10 @@ class TimeStep:
     #: envs, with a boolean ``_key`` mask per key saying which envs set it). Never trained on; the
     #: evaluator hands the row of an episode's LAST step to hooks as ``episode.last_info``.
     info: dict[str, Any] | None = None
+    #: bool ``[B, n]`` (Discrete actions) or ``[B, sum(nvec)]`` (MultiDiscrete), or None: the
+    #: actions allowed at this step, from the ``action_mask`` key of a Dict observation. Set by
+    #: the evaluator's preprocessing (``rlgear.preprocessing``), never by env adapters.
+    action_mask: np.ndarray | None = None
 
     @property
     def num_envs(self) -> int:

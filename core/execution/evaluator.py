@@ -15,6 +15,7 @@ an episode still running keeps its rows for the next call.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -27,8 +28,9 @@ from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import VideoRequest
 from rlgear.execution.metrics import Episode, env_info_row
 from rlgear.execution.postprocessing import trainable_rows
+from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Box
+from rlgear.spaces import Box, Dict, MultiDiscrete, Tuple, clip_action, unflatten_action
 from rlgear.timestep import StepType, TimeStep
 
 PostprocessFn = Callable[[SampleBatch, Any, Any], SampleBatch]
@@ -135,15 +137,22 @@ class Evaluator:
             **options,
         )
         self.num_envs = self.env.num_envs
+        #: The env's own spaces (checkpoints keep these); the policy sees ``preprocessor.observation_space``.
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         try:
             if check_spaces is not None:
                 check_spaces(config, self.observation_space, self.action_space)
-            self.policy = policy_class(self.observation_space, self.action_space, config)
+            self.preprocessor = ObservationPreprocessor(
+                self.observation_space, self.action_space, env_cfg.name
+            )
+            self.policy = policy_class(self.preprocessor.observation_space, self.action_space, config)
         except BaseException:
             self.env.close()
             raise
+        space = self.action_space
+        self._mask_blocks = space.nvec if isinstance(space, MultiDiscrete) else (getattr(space, "n", 0),)
+        self._structured_actions = isinstance(space, Tuple | Dict)
         self.fragment_length = config.rollout_fragment_length()
         self.complete_episodes = config.workers.batch_mode == "complete_episodes"
         #: Nominal env steps per ``sample()`` call (``complete_episodes`` may take more).
@@ -169,7 +178,7 @@ class Evaluator:
     # --- env stepping and episode bookkeeping -------------------------------
     def reset(self, seed: int | None = None) -> TimeStep:
         """Restart every env (running episodes are dropped, not counted)."""
-        timestep = self.env.reset(seed=seed)
+        timestep = self._observe(self.env.reset(seed=seed))
         self._running.clear()
         self._partial = [[] for _ in range(self.num_envs)]
         self._track(timestep)
@@ -178,9 +187,25 @@ class Evaluator:
 
     def _step(self, actions: np.ndarray) -> TimeStep:
         env_actions = np.clip(actions, *self._clip) if self._clip is not None else actions
-        timestep = self.env.step(env_actions)
+        if self._structured_actions:  # Tuple/Dict: batches hold flat rows, the env takes the structure
+            env_actions = clip_action(self.action_space, unflatten_action(self.action_space, actions))
+        timestep = self._observe(self.env.step(env_actions))
         self._track(timestep)
         return timestep
+
+    def _observe(self, ts: TimeStep) -> TimeStep:
+        """The TimeStep the policy and the batch see: preprocessed observations and the action mask.
+
+        The one place observations are transformed (``rlgear.preprocessing``); runs on every
+        TimeStep from ``env.reset`` and ``env.step`` before anything else reads it.
+        """
+        preprocessor = self.preprocessor
+        if preprocessor.identity:
+            return ts
+        mask = preprocessor.action_mask(ts.observation)
+        if mask is not None:
+            mask = preprocessor.checked_mask(mask, ts.step_type, self._mask_blocks)
+        return dataclasses.replace(ts, observation=preprocessor.transform(ts.observation), action_mask=mask)
 
     def _track(self, ts: TimeStep) -> None:
         valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
@@ -249,6 +274,7 @@ class Evaluator:
             SampleBatch.PREV_ACTIONS: ts.prev_action,
             SampleBatch.EPS_ID: self._episode_ids,  # copied into the fragment buffers
             SampleBatch.T: self._episode_length,
+            **({} if ts.action_mask is None else {SampleBatch.ACTION_MASK: ts.action_mask}),
             **extras,
         }
 
