@@ -21,6 +21,7 @@ never deal with nests. Built from the env's observation space:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -182,7 +183,7 @@ class ObservationPreprocessor:
         """
         offsets = np.concatenate([[0], np.cumsum(blocks)])
         empty = np.zeros(mask.shape[0], dtype=bool)
-        for start, end in zip(offsets[:-1], offsets[1:], strict=True):
+        for start, end in itertools.pairwise(offsets):
             empty |= ~mask[:, start:end].any(axis=1)
         if not empty.any():
             return mask

@@ -14,7 +14,7 @@ structure the env expects (:func:`unflatten_action`) before stepping it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +183,9 @@ class Dict:
                 return v
         raise KeyError(key)
 
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
     def __contains__(self, key: object) -> bool:
         return any(k == key for k, _ in self.spaces)
 
@@ -305,9 +308,10 @@ def flatten_action(space: Space, actions: Any) -> np.ndarray:
         return np.asarray(actions, dtype=np.int64)
     if not isinstance(space, Tuple | Dict):
         return np.asarray(actions)
-    values = list(actions) if isinstance(space, Tuple) else [actions[k] for k in space.keys()]
+    values = list(actions) if isinstance(space, Tuple) else [actions[k] for k in space]
     columns = []
-    for part, value in zip(action_parts(space), values, strict=True):
+    action_parts(space)  # refuses unsupported parts
+    for value in values:
         value = np.asarray(value)
         columns.append(value.reshape(value.shape[0], -1).astype(np.float32))
     return np.concatenate(columns, axis=1)
@@ -343,5 +347,5 @@ def clip_action(space: Space, actions: Any) -> Any:
     if isinstance(space, Tuple):
         return tuple(clip_action(part, value) for part, value in zip(space.spaces, actions, strict=True))
     if isinstance(space, Dict):
-        return {key: clip_action(space[key], actions[key]) for key in space.keys()}
+        return {key: clip_action(space[key], actions[key]) for key in space}
     return actions
