@@ -165,3 +165,27 @@ def action_dim(space: Space) -> int:
     if isinstance(space, Box):
         return space.size
     raise TypeError(f"unsupported action space {space!r}")
+
+
+def epsilon_greedy_actions(
+    q_values: np.ndarray, epsilon: float, rng: np.random.Generator, action_mask: np.ndarray | None = None
+) -> np.ndarray:
+    """int64 ``[B]``: the best allowed action per row, replaced by a uniformly random allowed one
+    with probability ``epsilon`` (DQN's acting, written once for every backend).
+
+    ``action_mask`` (bool ``[B, n]``) gives disallowed actions Q = -inf, and random actions
+    are drawn among the allowed ones only.
+    """
+    q_values = np.asarray(q_values)
+    if action_mask is not None:
+        q_values = np.where(action_mask, q_values, -np.inf)
+    actions = np.argmax(q_values, axis=-1)
+    if epsilon > 0:
+        n = actions.shape[0]
+        explore_rows = rng.random(n) < epsilon
+        if action_mask is None:
+            random_actions = rng.integers(q_values.shape[-1], size=n)
+        else:  # the largest of uniform draws over allowed actions is a uniform allowed action
+            random_actions = np.argmax(np.where(action_mask, rng.random(q_values.shape), -1.0), axis=-1)
+        actions = np.where(explore_rows, random_actions, actions)
+    return actions.astype(np.int64, copy=False)

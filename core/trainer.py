@@ -53,7 +53,9 @@ class Trainer:
         description: one line for ``rlgear plugins``.
         config_class: a dataclass subclassing :class:`~rlgear.config.TrainingConfig`.
         policies: ``{backend name: "module:PolicyClass"}``, imported lazily.
-        action_spaces: the action-space kinds supported ("discrete", "continuous").
+        action_spaces: the action-space kinds supported: "discrete", "continuous", "multi_discrete"
+            (MultiDiscrete) and "composite" (Tuple/Dict of Discrete, Box and MultiDiscrete);
+            the ``kind`` of an :mod:`rlgear.spaces` space.
         multi_agent, recurrent: capability flags shown by ``rlgear plugins``.
     """
 
@@ -92,6 +94,8 @@ class Trainer:
         return {
             "discrete": "discrete" in cls.action_spaces,
             "continuous": "continuous" in cls.action_spaces,
+            "multi_discrete": "multi_discrete" in cls.action_spaces,
+            "composite": "composite" in cls.action_spaces,
             "backends": sorted(cls.policies),
             "multi_agent": cls.multi_agent,
             "recurrent": cls.recurrent,
@@ -166,7 +170,7 @@ class Trainer:
         if action_space.kind not in cls.action_spaces:
             raise UnsupportedError(
                 f"algorithm '{cls.name}' does not support {action_space.kind} actions, which env "
-                f"'{config.env.name}' has (it supports: {', '.join(sorted(cls.action_spaces))})"
+                f"'{config.env.name}' has ({action_space!r}; it supports: {', '.join(sorted(cls.action_spaces))})"
             )
 
     @property

@@ -21,6 +21,8 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
     assert caps == {
         "discrete": True,
         "continuous": True,
+        "multi_discrete": True,
+        "composite": True,
         "backends": ["tf", "torch"],
         "multi_agent": False,
         "recurrent": False,

@@ -213,7 +213,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     algorithms = [r for r in reports["algorithm"] if r.error is None]
     backends = [r.info.name for r in reports["backend"] if r.error is None]  # a broken one is no column
     matrix = Table(title="algorithm support")
-    for column in ("algorithm", "discrete", "continuous", *backends, "multi-agent", "recurrent"):
+    columns = ("algorithm", "discrete", "continuous", "multi-discrete", "tuple/dict", *backends)
+    for column in (*columns, "multi-agent", "recurrent"):
         matrix.add_column(column)
     for report in algorithms:
         caps = report.obj.capabilities()
@@ -225,6 +226,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             report.info.name,
             mark(caps["discrete"]),
             mark(caps["continuous"]),
+            mark(caps.get("multi_discrete", False)),
+            mark(caps.get("composite", False)),
             *[mark(b in caps["backends"]) for b in backends],
             mark(caps["multi_agent"]),
             mark(caps["recurrent"]),

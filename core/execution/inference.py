@@ -136,10 +136,18 @@ class NumpyActorCritic:
             self._row_index = np.arange(n)
         return self._row_index
 
-    def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(actions, action_logp, values)``, as the framework's distributions would give."""
+    def act(
+        self, obs: np.ndarray, explore: bool, action_mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(actions, action_logp, values)``, as the framework's distributions would give.
+
+        ``action_mask`` (bool ``[B, n]``, Discrete actions): disallowed actions get logit -inf,
+        so they are never sampled nor chosen greedily.
+        """
         head, values = self.forward(obs)
         if self.discrete:  # ufuncs' own reduce/accumulate: the ndarray methods add a Python call each
+            if action_mask is not None:
+                head = np.where(action_mask, head, -np.inf).astype(np.float32, copy=False)
             shifted = head - np.maximum.reduce(head, axis=-1, keepdims=True)
             cdf = np.add.accumulate(np.exp(shifted), axis=-1)
             total = cdf[:, -1]
@@ -147,11 +155,15 @@ class NumpyActorCritic:
             if explore:  # inverse-CDF sampling: u < total, so the index stays below n
                 u = self.rng.random(head.shape[0], dtype=np.float32)
                 u *= total
+                if action_mask is not None:  # u > 0: a masked action's cdf equals its left neighbour's
+                    np.maximum(u, np.finfo(np.float32).tiny, out=u)
                 actions = np.add.reduce(cdf < u[:, None], axis=-1, dtype=np.int64)
             else:
                 actions = np.argmax(head, axis=-1)
             logp = shifted[rows, actions] - np.log(total)
             return actions.astype(np.int64, copy=False), logp.astype(np.float32, copy=False), values
+        if action_mask is not None:
+            raise ValueError("an action mask needs Discrete actions, not Box")
         std = np.exp(self.log_std)
         if explore:
             noise = self.rng.standard_normal(head.shape, dtype=np.float32)

@@ -29,6 +29,7 @@ from rlgear.timestep import StepType
 
 #: Column added by :func:`n_step_transitions`: the observation the target bootstraps from.
 NEXT_OBS = SampleBatch.NEXT_OBS
+NEXT_ACTION_MASK = SampleBatch.NEXT_ACTION_MASK
 #: Column added by ``sample()``: the buffer slot of each sampled row (for ``update_priorities``).
 BATCH_INDEXES = SampleBatch.BATCH_INDEXES
 #: Column added by :meth:`PrioritizedReplayBuffer.sample`: importance-sampling weights.
@@ -496,7 +497,7 @@ def n_step_transitions(fragment: SampleBatch, n_step: int, gamma: float) -> Samp
 
     * ``rewards = r[t+1] + gamma r[t+2] + ... + gamma**(k-1) r[t+k]``
       (ALF layout: ``r[t+1]`` is the reward for the action at ``t``);
-    * ``next_obs = obs[t+k]``;
+    * ``next_obs = obs[t+k]`` (and ``next_action_mask = action_mask[t+k]`` when the fragment has masks);
     * ``discounts = gamma**k * d[t+k]`` with ``d`` the env discount: 0 when step
       ``t+k`` is a terminated LAST, 1 for a truncated LAST (the time limit is
       not part of the MDP, so the target bootstraps), a MID step or the
@@ -562,6 +563,8 @@ def n_step_transitions(fragment: SampleBatch, n_step: int, gamma: float) -> Samp
     # [N] each; next_obs [N, *obs_shape].
     out[SampleBatch.REWARDS] = returns[rows_t, rows_b].astype(np.result_type(rewards.dtype, np.float32))
     out[NEXT_OBS] = np.asarray(fragment[SampleBatch.OBS])[next_t, rows_b]
+    if SampleBatch.ACTION_MASK in fragment:  # the target's max over next_obs honours its mask
+        out[NEXT_ACTION_MASK] = np.asarray(fragment[SampleBatch.ACTION_MASK])[next_t, rows_b]
     out[SampleBatch.DISCOUNTS] = (gamma ** k.astype(np.float64) * env_discounts[next_t, rows_b]).astype(
         np.result_type(env_discounts.dtype, np.float32)
     )

@@ -33,7 +33,7 @@ class A2C(Trainer):
         "tf": "rlgear.plugins.algorithms.a2c.tf_policy:A2CTFPolicy",
         "torch": "rlgear.plugins.algorithms.a2c.torch_policy:A2CTorchPolicy",
     }
-    action_spaces = frozenset({"discrete", "continuous"})
+    action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

@@ -22,7 +22,7 @@ class A2CTorchPolicy(TorchPolicy):
         if training.normalize_advantages:
             advantages = normalize_advantages(advantages)
         return actor_critic_loss(
-            self.dist_class(dist_inputs),
+            self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
             advantages,
             values,

@@ -34,7 +34,7 @@ class A3C(Trainer):
         "torch": "rlgear.plugins.algorithms.a3c.torch_policy:A3CTorchPolicy",
         "tf": "rlgear.plugins.algorithms.a3c.tf_policy:A3CTFPolicy",
     }
-    action_spaces = frozenset({"discrete", "continuous"})
+    action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

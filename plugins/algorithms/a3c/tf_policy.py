@@ -18,7 +18,7 @@ class A3CTFPolicy(TFPolicy):
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
         return actor_critic_loss(
-            self.dist_class(dist_inputs),
+            self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
             batch[SB.ADVANTAGES],
             values,

@@ -20,7 +20,7 @@ class A3CTorchPolicy(TorchPolicy):
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
         return actor_critic_loss(
-            self.dist_class(dist_inputs),
+            self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
             batch[SB.ADVANTAGES],
             values,

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
 from rlgear.plugins.backends.tf import ACTIVATIONS, Dense, TFPolicy, build_model, named_variables, tf
+from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Discrete, Space, flat_dim
 from rlgear.timestep import TimeStep
@@ -81,7 +82,7 @@ class DQNTFPolicy(TargetNetworkState, TFPolicy):
     :attr:`td_errors` for prioritized replay.
     """
 
-    loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, NEXT_OBS, WEIGHTS)
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, NEXT_OBS, NEXT_ACTION_MASK, WEIGHTS)
     observation_columns = (SB.OBS, NEXT_OBS)
     row_outputs = ("td_errors",)
 
@@ -125,14 +126,9 @@ class DQNTFPolicy(TargetNetworkState, TFPolicy):
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
         q_values, _ = self._forward(tf.convert_to_tensor(self.preprocess(timestep.observation)))
-        actions = np.argmax(q_values.numpy(), axis=-1)
         epsilon = self.epsilon() if explore else 0.0
-        if epsilon > 0:
-            n = actions.shape[0]
-            explore_rows = self.acting_rng.random(n) < epsilon
-            random_actions = self.acting_rng.integers(self.action_space.n, size=n)
-            actions = np.where(explore_rows, random_actions, actions)
-        return actions.astype(np.int64, copy=False), state, {}
+        actions = epsilon_greedy_actions(q_values.numpy(), epsilon, self.acting_rng, timestep.action_mask)
+        return actions, state, {}
 
     # --- learning -----------------------------------------------------------------
     def learn_on_batch(self, batch: SB) -> dict[str, float]:
@@ -155,7 +151,13 @@ class DQNTFPolicy(TargetNetworkState, TFPolicy):
         actions = tf.cast(batch[SB.ACTIONS], tf.int32)[:, None]
         q_taken = tf.gather(q_values, actions, axis=1, batch_dims=1)[:, 0]
         next_q_target, _ = self.target_model(next_obs)
+        next_mask = batch.get(NEXT_ACTION_MASK)  # actions allowed at next_obs: the max is over those
+        if next_mask is not None:
+            minus_inf = tf.constant(-np.inf, next_q_target.dtype)
+            next_q_target = tf.where(next_mask, next_q_target, minus_inf)
         if training.double_q:  # van Hasselt et al. 2016: the online network selects, the target evaluates
+            if next_mask is not None:
+                next_q_online = tf.where(next_mask, next_q_online, minus_inf)
             next_actions = tf.argmax(next_q_online, axis=1, output_type=tf.int32)[:, None]
             next_q = tf.gather(next_q_target, next_actions, axis=1, batch_dims=1)[:, 0]
         else:

@@ -11,11 +11,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
 from rlgear.plugins.backends.torch import TorchPolicy, build_model
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
+from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Discrete, Space, flat_dim
 from rlgear.timestep import TimeStep
@@ -96,7 +97,7 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
     :attr:`td_errors` for prioritized replay.
     """
 
-    loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, NEXT_OBS, WEIGHTS, _ROW)
+    loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, NEXT_OBS, NEXT_ACTION_MASK, WEIGHTS, _ROW)
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         if not isinstance(action_space, Discrete):
@@ -132,14 +133,9 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
         with torch.inference_mode():
             q_values, _ = self.model(self.preprocess(timestep.observation))
-        actions = q_values.argmax(dim=-1).numpy()
         epsilon = self.epsilon() if explore else 0.0
-        if epsilon > 0:
-            n = actions.shape[0]
-            explore_rows = self.acting_rng.random(n) < epsilon
-            random_actions = self.acting_rng.integers(self.action_space.n, size=n)
-            actions = np.where(explore_rows, random_actions, actions)
-        return actions.astype(np.int64, copy=False), state, {}
+        actions = epsilon_greedy_actions(q_values.numpy(), epsilon, self.acting_rng, timestep.action_mask)
+        return actions, state, {}
 
     # --- learning -----------------------------------------------------------------
     def to_tensors(self, batch: SB, columns) -> dict[str, torch.Tensor]:
@@ -170,7 +166,12 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
         q_taken = q_values.gather(1, batch[SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q_target, _ = self.target_model(next_obs)
+            next_mask = batch.get(NEXT_ACTION_MASK)  # actions allowed at next_obs: the max is over those
+            if next_mask is not None:
+                next_q_target = next_q_target.masked_fill(~next_mask, float("-inf"))
             if training.double_q:  # van Hasselt et al. 2016: the online network selects, the target evaluates
+                if next_mask is not None:
+                    next_q_online = next_q_online.masked_fill(~next_mask, float("-inf"))
                 next_actions = next_q_online.argmax(dim=1, keepdim=True)
                 next_q = next_q_target.gather(1, next_actions).squeeze(1)
             else:

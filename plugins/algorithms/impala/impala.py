@@ -51,12 +51,17 @@ class IMPALA(Trainer):
         "torch": "rlgear.plugins.algorithms.impala.torch_policy:IMPALATorchPolicy",
         "tf": "rlgear.plugins.algorithms.impala.tf_policy:IMPALATFPolicy",
     }
-    action_spaces = frozenset({"discrete", "continuous"})
+    action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
         """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept)."""
-        return SampleBatch({key: np.swapaxes(fragment[key], 0, 1) for key in SEQUENCE_COLUMNS})
+        columns = (
+            (*SEQUENCE_COLUMNS, SampleBatch.ACTION_MASK)
+            if SampleBatch.ACTION_MASK in fragment
+            else SEQUENCE_COLUMNS
+        )
+        return SampleBatch({key: np.swapaxes(fragment[key], 0, 1) for key in columns})
 
     def setup(self, config: RunConfig) -> None:
         if config.workers.batch_mode != "truncate_episodes":

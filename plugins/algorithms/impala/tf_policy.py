@@ -90,7 +90,8 @@ class IMPALATFPolicy(TFPolicy):
             return tf.transpose(tf.reshape(x, [n, steps]))
 
         dist_inputs, values = self.model(tf.reshape(obs, [-1, obs.shape[-1]]))
-        dist = self.dist_class(dist_inputs)
+        mask = batch.get(SB.ACTION_MASK)  # [N, T+1, n]: each step's own mask
+        dist = self.dist_class(dist_inputs, None if mask is None else tf.reshape(mask, [-1, mask.shape[-1]]))
         actions = batch[SB.ACTIONS]
         logp = time_major(dist.logp(tf.reshape(actions, [-1, *actions.shape[2:]])))
         entropy = time_major(dist.entropy())

@@ -77,7 +77,8 @@ class IMPALATorchPolicy(TorchPolicy):
             return x.reshape(n, steps, *x.shape[1:]).transpose(0, 1)
 
         dist_inputs, values = self.model(obs.reshape(n * steps, -1))
-        dist = self.dist_class(dist_inputs)
+        mask = batch.get(SB.ACTION_MASK)  # [N, T+1, n]: each step's own mask
+        dist = self.dist_class(dist_inputs, None if mask is None else mask.reshape(n * steps, -1))
         actions = batch[SB.ACTIONS]
         logp = time_major(dist.logp(actions.reshape(n * steps, *actions.shape[2:])))
         entropy = time_major(dist.entropy())

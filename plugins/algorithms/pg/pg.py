@@ -57,7 +57,7 @@ class PG(Trainer):
         "tf": "rlgear.plugins.algorithms.pg.tf_policy:PGTFPolicy",
         "torch": "rlgear.plugins.algorithms.pg.torch_policy:PGTorchPolicy",
     }
-    action_spaces = frozenset({"discrete", "continuous"})
+    action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     def setup(self, config: RunConfig) -> None:
         check_batch_mode(config)  # before any env or policy is built

@@ -16,7 +16,7 @@ class PGTFPolicy(TFPolicy):
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
+        dist = self.action_distribution(dist_inputs, batch)
         logp = dist.logp(batch[SB.ACTIONS])
         # Advantages are constants (computed at sampling time), so the policy
         # term sends no gradient into the baseline.

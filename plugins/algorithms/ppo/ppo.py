@@ -26,7 +26,7 @@ class PPO(Trainer):
         "tf": "rlgear.plugins.algorithms.ppo.tf_policy:PPOTFPolicy",
         "torch": "rlgear.plugins.algorithms.ppo.torch_policy:PPOTorchPolicy",
     }
-    action_spaces = frozenset({"discrete", "continuous"})
+    action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

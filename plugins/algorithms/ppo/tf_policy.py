@@ -40,7 +40,7 @@ class PPOTFPolicy(TFPolicy):
         training = self.config.training
         clip = self._clip
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
+        dist = self.action_distribution(dist_inputs, batch)
         logp = dist.logp(batch[SB.ACTIONS])
         log_ratio = logp - batch[SB.ACTION_LOGP]
         ratio = tf.exp(log_ratio)

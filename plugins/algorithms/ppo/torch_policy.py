@@ -22,7 +22,7 @@ class PPOTorchPolicy(TorchPolicy):
         training = self.config.training
         clip = self.clip_param()
         dist_inputs, values = self.model(batch[SB.OBS])
-        dist = self.dist_class(dist_inputs)
+        dist = self.action_distribution(dist_inputs, batch)
         logp = dist.logp(batch[SB.ACTIONS])
         log_ratio = logp - batch[SB.ACTION_LOGP]
         ratio = torch.exp(log_ratio)

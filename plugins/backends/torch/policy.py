@@ -20,7 +20,7 @@ from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.plugins.backends.torch.optimizers import make_optimizer
 from rlgear.policy import Policy, PolicyState, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Box, Discrete, Space
+from rlgear.spaces import Box, Discrete, MultiDiscrete, Space
 from rlgear.timestep import TimeStep
 
 
@@ -54,9 +54,7 @@ class TorchPolicy(Policy):
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)
-        if not isinstance(action_space, Discrete | Box):
-            raise TypeError(f"unsupported action space {action_space!r}")
-        self.dist_class = distribution_class(action_space)
+        self.dist_class = distribution_class(action_space)  # TypeError for a space it cannot act in
         self.num_outputs = self.dist_class.required_inputs(action_space)
         self.model = self.make_model()
         self._weight_names = self._neutral_names()
@@ -74,7 +72,7 @@ class TorchPolicy(Policy):
         # Bumped whenever the weights change, so the numpy twin knows when to refresh.
         self.weights_version = 0
         self.fast_actor = self._make_fast_actor()
-        self._action_dtype = np.int64 if isinstance(action_space, Discrete) else np.float32
+        self._action_dtype = np.int64 if isinstance(action_space, Discrete | MultiDiscrete) else np.float32
 
     def make_model(self) -> torch.nn.Module:
         """The network (override for another architecture): the catalog MLP or ``model.custom``."""
@@ -83,7 +81,11 @@ class TorchPolicy(Policy):
     # --- acting -------------------------------------------------------------
     def _make_fast_actor(self) -> NumpyActorCritic | None:
         model_config = self.config.model
-        if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
+        if not (
+            model_config.numpy_inference
+            and isinstance(self.model, ActorCriticMLP)
+            and isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+        ):
             return None
         seed = None if self.config.seed is None else self.config.seed + 1
         return NumpyActorCritic(
@@ -102,11 +104,12 @@ class TorchPolicy(Policy):
             if fast.version != self.weights_version:
                 fast.load(self.get_weights(), self.weights_version)
             obs = flatten_observations(self.observation_space, timestep.observation)
-            actions, logp, values = fast.act(obs, explore)
+            actions, logp, values = fast.act(obs, explore, timestep.action_mask)
             return actions, state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
+        mask = None if timestep.action_mask is None else torch.from_numpy(timestep.action_mask)
         with torch.inference_mode():
             dist_inputs, values = self.model(self.preprocess(timestep.observation))
-            dist = self.dist_class(dist_inputs)
+            dist = self.dist_class(dist_inputs, mask)
             actions = dist.sample() if explore else dist.deterministic_sample()
             extras = {SampleBatch.ACTION_LOGP: dist.logp(actions).numpy()}
             if values is not None:
@@ -123,6 +126,15 @@ class TorchPolicy(Policy):
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The algorithm's loss on one minibatch of tensors; returns (loss, stats)."""
         raise TypeError(f"{type(self).__name__} must implement loss()")
+
+    def action_distribution(self, dist_inputs: torch.Tensor, batch: dict[str, torch.Tensor]) -> Any:
+        """The action distribution of ``dist_inputs``, masked by the batch's ``action_mask`` column
+        when the env has masks (each row's mask is the one its action was chosen under)."""
+        return self.dist_class(dist_inputs, batch.get(SampleBatch.ACTION_MASK))
+
+    def _loss_tensor_columns(self) -> tuple[str, ...]:
+        """``loss_columns`` plus the action mask, which every loss reads through :meth:`action_distribution`."""
+        return (*self.loss_columns, SampleBatch.ACTION_MASK)
 
     def _current_lr(self) -> float:
         training = self.config.training
@@ -146,7 +158,7 @@ class TorchPolicy(Policy):
         training = self.config.training
         lr = self._current_lr()
         self.optimizer.lr = lr
-        tensors = self.to_tensors(batch, self.loss_columns)
+        tensors = self.to_tensors(batch, self._loss_tensor_columns())
         n = len(batch)
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
@@ -193,7 +205,7 @@ class TorchPolicy(Policy):
         clips with ``training.grad_clip``, where the learner applies them. A
         parameter the loss does not reach gets a zero gradient.
         """
-        tensors = self.to_tensors(batch, self.loss_columns)
+        tensors = self.to_tensors(batch, self._loss_tensor_columns())
         loss, stats = self.loss(tensors)
         self.optimizer.zero_grad()
         loss.backward()
