@@ -271,11 +271,6 @@ def flat_dim(space: Space) -> int:
 # --- composite actions: one flat array per row ------------------------------------------
 
 
-def is_composite_action(space: Space) -> bool:
-    """Whether actions of ``space`` are stored flat in batches (not Discrete or Box)."""
-    return not isinstance(space, Discrete | Box)
-
-
 def action_parts(space: Space) -> list[Space]:
     """The leaves of a Tuple/Dict action space in layout order (Discrete, Box or MultiDiscrete each).
 

@@ -24,7 +24,17 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from rlgear.discovery.registry import resolve_object
 from rlgear.env import EnvAdapter, VectorEnv, VideoRequest
 from rlgear.errors import ConfigError, NonFiniteError, PluginError, did_you_mean
-from rlgear.spaces import Box, Discrete, Space
+from rlgear.spaces import (
+    Box,
+    Dict,
+    Discrete,
+    MultiBinary,
+    MultiDiscrete,
+    Space,
+    Tuple,
+    flat_action_dim,
+    flatten_action,
+)
 from rlgear.timestep import StepType, TimeStep
 
 from . import gymnasium_native, gymnasium_wrappers
@@ -33,7 +43,7 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
-    """gymnasium space -> rlgear space, or a ConfigError saying what to do."""
+    """gymnasium space -> rlgear space (recursively for Dict and Tuple), or a ConfigError saying what to do."""
     if isinstance(space, gym.spaces.Discrete):
         if int(space.start) != 0:
             raise ConfigError(
@@ -42,10 +52,35 @@ def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
         return Discrete(int(space.n))
     if isinstance(space, gym.spaces.Box):
         return Box(space.low, space.high, space.dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        if space.nvec.ndim != 1 or np.any(space.start != 0):
+            raise ConfigError(
+                f"env.name: {env_name}: MultiDiscrete {what} space {space} is not supported "
+                "(a flat nvec starting at 0 is)"
+            )
+        return MultiDiscrete(tuple(int(n) for n in space.nvec))
+    if isinstance(space, gym.spaces.MultiBinary):
+        return MultiBinary(tuple(int(n) for n in np.atleast_1d(space.n)))
+    if isinstance(space, gym.spaces.Dict):
+        return Dict(
+            {key: convert_space(sub, f"{what}[{key!r}]", env_name) for key, sub in space.spaces.items()}
+        )
+    if isinstance(space, gym.spaces.Tuple):
+        return Tuple(convert_space(sub, f"{what}[{i}]", env_name) for i, sub in enumerate(space.spaces))
     raise ConfigError(
-        f"env.name: {env_name}: {what} space {type(space).__name__} is not supported (Box and Discrete are); "
-        "wrap the env, e.g. with gymnasium.wrappers.FlattenObservation"
+        f"env.name: {env_name}: {what} space {type(space).__name__} is not supported (Box, Discrete, "
+        "MultiDiscrete, MultiBinary, Dict and Tuple are); wrap the env, e.g. with "
+        "gymnasium.wrappers.FlattenObservation"
     )
+
+
+def _leaves(obs: Any) -> list[Any]:
+    """The arrays of a (possibly nested) batched observation."""
+    if isinstance(obs, dict):
+        return [leaf for value in obs.values() for leaf in _leaves(value)]
+    if isinstance(obs, tuple):
+        return [leaf for value in obs for leaf in _leaves(value)]
+    return [obs]
 
 
 def _make_env(
@@ -127,8 +162,14 @@ class GymnasiumVectorEnv(VectorEnv):
         self._any_first = False
         self._mids = np.full(self.num_envs, StepType.MID, dtype=np.int32)
         self._ones = np.ones(self.num_envs, dtype=np.float32)
-        action_shape = (self.num_envs, *self.action_space.shape)
-        action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
+        space = self.action_space
+        #: Tuple/Dict actions: prev_action holds flat rows (rlgear.spaces.flatten_action), as batches do.
+        self._structured_actions = isinstance(space, Tuple | Dict)
+        if self._structured_actions:
+            action_shape: tuple[int, ...] = (self.num_envs, flat_action_dim(space))
+        else:
+            action_shape = (self.num_envs, *space.shape)
+        action_dtype = np.int64 if isinstance(space, Discrete | MultiDiscrete) else np.float32
         self._zero_actions = np.zeros(action_shape, dtype=action_dtype)
 
     def _check_finite(self, obs: Any, reward: np.ndarray | None) -> None:
@@ -147,6 +188,10 @@ class GymnasiumVectorEnv(VectorEnv):
                 f"env {self.name}: step returned a reward that is NaN, infinite or beyond float32 in env "
                 f"slot(s) {slots} (rlgear trains in float32; scale or clip the env's rewards)"
             )
+        if isinstance(obs, dict | tuple):
+            for leaf in _leaves(obs):
+                self._check_finite(leaf, None)
+            return
         if isinstance(obs, np.ndarray) and obs.dtype.kind == "f":
             if obs.dtype.itemsize <= 4:
                 if math.isfinite(np.add.reduce(obs, axis=None, dtype=np.float64)):
@@ -185,7 +230,10 @@ class GymnasiumVectorEnv(VectorEnv):
             with np.errstate(over="ignore"):  # a reward beyond float32 becomes inf here and is refused below
                 reward = np.asarray(reward, dtype=np.float32)
         self._check_finite(obs, reward)
-        prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
+        if self._structured_actions:
+            prev_action = flatten_action(self.action_space, actions)
+        else:
+            prev_action = np.array(actions, dtype=self._zero_actions.dtype, copy=True)
         # the common case: every env in mid-episode (count_nonzero is the cheapest test of a bool array)
         if not (self._any_first or np.count_nonzero(terminated) or np.count_nonzero(truncated)):
             return TimeStep(

@@ -10,7 +10,7 @@ from typing import Any
 from rlgear.config import REDACTED
 from rlgear.errors import ConfigError, did_you_mean
 from rlgear.external.wire import DEFAULT_MAX_MESSAGE_BYTES
-from rlgear.spaces import Space, space_from_json
+from rlgear.spaces import Box, Discrete, Space, space_from_json
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -74,6 +74,11 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
             spaces[key] = space_from_json(dict(kwargs[key]))
         except (KeyError, TypeError, ValueError) as err:
             raise ConfigError(f"env.kwargs.{key}: not a valid space ({type(err).__name__}: {err})") from None
+        if not isinstance(spaces[key], Box | Discrete):
+            raise ConfigError(
+                f"env.kwargs.{key}: the external env supports Box and Discrete spaces only, got "
+                f"{spaces[key]!r} (flatten structured observations on the client's side)"
+            )
     s = ServerSettings(**spaces)
     s.host = kwargs.get("host", s.host)
     if not isinstance(s.host, str) or not s.host:
