@@ -85,7 +85,8 @@ def _encoder(space: Space, path: str) -> tuple[Encoder, int]:
     raise TypeError(f"observation{path}: unsupported space {space!r}")
 
 
-def _batch_size(obs: Any) -> int:
+def batch_size(obs: Any) -> int:
+    """The leading dimension of a batched (possibly nested) observation."""
     while isinstance(obs, dict | tuple | list):
         obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
     return int(np.shape(obs)[0])
@@ -158,7 +159,7 @@ class ObservationPreprocessor:
             return observations[self._select]
         if isinstance(self.raw_space, Dict) and self.mask_width is not None:
             observations = {k: v for k, v in observations.items() if k != ACTION_MASK_KEY}
-        out = np.empty((_batch_size(observations), self.observation_space.shape[0]), dtype=np.float32)
+        out = np.empty((batch_size(observations), self.observation_space.shape[0]), dtype=np.float32)
         self._encode(observations, out)
         return out
 

@@ -15,8 +15,17 @@ from rlgear.config import RunConfig
 from rlgear.discovery import registry
 from rlgear.env import VideoRequest
 from rlgear.errors import CheckpointError, RLGearError
+from rlgear.preprocessing import ObservationPreprocessor, batch_size
 from rlgear.run import checkpoint as ckpt
-from rlgear.spaces import Discrete, space_from_json
+from rlgear.spaces import (
+    Dict,
+    Discrete,
+    MultiDiscrete,
+    Tuple,
+    flat_action_dim,
+    space_from_json,
+    unflatten_action,
+)
 from rlgear.timestep import StepType, TimeStep
 
 
@@ -109,38 +118,78 @@ def evaluate_checkpoint(
 
 
 class LoadedPolicy:
-    """A trained policy outside a trainer: ``compute_single_action(obs)``."""
+    """A trained policy outside a trainer: ``compute_single_action(obs)``.
 
-    def __init__(self, policy: Any, config: RunConfig, env_state: dict[str, np.ndarray] | None = None):
+    Observations are the env's own (a dict for a Dict space ...): they are preprocessed and
+    their ``action_mask`` honoured as in training (:mod:`rlgear.preprocessing`), and Tuple/Dict
+    actions come back structured, as the env takes them.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        config: RunConfig,
+        env_state: dict[str, np.ndarray] | None = None,
+        preprocessor: ObservationPreprocessor | None = None,
+    ):
         self.policy = policy
         self.config = config
         #: The checkpoint's env statistics (``env.wrappers_vector``: e.g.
         #: ``wrappers_vector/0/obs_rms/mean``); observations given to this policy must be
         #: transformed as those wrappers did in training.
         self.env_state = dict(env_state or {})
-        self.observation_space = policy.observation_space
+        self.preprocessor = preprocessor or ObservationPreprocessor(
+            policy.observation_space, policy.action_space, config.env.name
+        )
+        #: The env's observation space (what :meth:`compute_actions` takes).
+        self.observation_space = self.preprocessor.raw_space
         self.action_space = policy.action_space
 
-    def compute_actions(self, observations: np.ndarray, explore: bool = False) -> np.ndarray:
-        """Actions for a batch of observations ``[B, *obs_shape]``."""
-        observations = np.asarray(observations)
-        n = observations.shape[0]
-        action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
+    def compute_actions(self, observations: Any, explore: bool = False) -> Any:
+        """Actions for a batch of observations ``[B, *obs_shape]`` (a dict/tuple of batched arrays
+        for Dict/Tuple spaces)."""
+        prep = self.preprocessor
+        if not isinstance(observations, dict | tuple):
+            observations = np.asarray(observations)
+        n = batch_size(observations)
+        space = self.action_space
+        step_type = np.full(n, StepType.MID, dtype=np.int32)
+        mask = prep.action_mask(observations)
+        if mask is not None:
+            blocks = space.nvec if isinstance(space, MultiDiscrete) else (space.n,)
+            mask = prep.checked_mask(mask, step_type, blocks)
+        action_dtype = np.int64 if isinstance(space, Discrete | MultiDiscrete) else np.float32
+        action_shape = (flat_action_dim(space),) if isinstance(space, Tuple | Dict) else space.shape
         timestep = TimeStep(
-            step_type=np.full(n, StepType.MID, dtype=np.int32),
+            step_type=step_type,
             reward=np.zeros(n, dtype=np.float32),
             discount=np.ones(n, dtype=np.float32),
-            observation=observations,
-            prev_action=np.zeros((n, *self.action_space.shape), dtype=action_dtype),
+            observation=prep.transform(observations),
+            prev_action=np.zeros((n, *action_shape), dtype=action_dtype),
             env_id=np.arange(n, dtype=np.int32),
+            action_mask=mask,
         )
         actions, _, _ = self.policy.compute_actions(timestep, explore=explore)
-        return actions
+        return unflatten_action(space, actions)
 
     def compute_single_action(self, observation: Any, explore: bool = False) -> Any:
         """The action for one observation (greedy unless ``explore``)."""
-        action = self.compute_actions(np.asarray(observation)[None], explore=explore)[0]
-        return int(action) if isinstance(self.action_space, Discrete) else action
+        actions = self.compute_actions(_with_batch_axis(observation), explore=explore)
+        if isinstance(self.action_space, Discrete):
+            return int(actions[0])
+        if isinstance(actions, dict):
+            return {key: value[0] for key, value in actions.items()}
+        if isinstance(actions, tuple):
+            return tuple(value[0] for value in actions)
+        return actions[0]
+
+
+def _with_batch_axis(observation: Any) -> Any:
+    if isinstance(observation, dict):
+        return {key: _with_batch_axis(value) for key, value in observation.items()}
+    if isinstance(observation, tuple):
+        return tuple(_with_batch_axis(value) for value in observation)
+    return np.asarray(observation)[None]
 
 
 def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy:
@@ -155,11 +204,14 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy
     policy_cls = trainer_cls.policy_class(config.backend)
     backend = registry.load_backend(config.backend)()
     backend.setup(config.workers.num_cpus_for_driver, config.seed)
-    policy = policy_cls(
-        space_from_json(metadata["observation_space"]), space_from_json(metadata["action_space"]), config
+    action_space = space_from_json(metadata["action_space"])
+    # The checkpoint keeps the env's spaces; the policy was built with the preprocessed one.
+    preprocessor = ObservationPreprocessor(
+        space_from_json(metadata["observation_space"]), action_space, config.env.name
     )
+    policy = policy_cls(preprocessor.observation_space, action_space, config)
     try:
         policy.set_weights(load_weights(folder))
     except ValueError as err:
         raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
-    return LoadedPolicy(policy, config, load_env_state(folder))
+    return LoadedPolicy(policy, config, load_env_state(folder), preprocessor)
