@@ -159,14 +159,33 @@ def categorical_log_probs(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+def masked_categorical_log_probs(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Log-probabilities of the Categorical restricted to the allowed actions (``mask`` True);
+    disallowed actions get -inf (probability 0)."""
+    mask = np.asarray(mask, bool)
+    allowed = np.where(mask, logits, -np.inf)
+    shifted = allowed - allowed.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def categorical_entropy(log_probs: np.ndarray) -> np.ndarray:
+    """``-sum p log p`` over the actions with p > 0."""
+    p = np.exp(log_probs)
+    return -np.where(p > 0, p * np.where(p > 0, log_probs, 0.0), 0.0).sum(axis=-1)
+
+
 def logp_and_entropy(
-    dist_inputs: np.ndarray, actions: np.ndarray, continuous: bool
+    dist_inputs: np.ndarray, actions: np.ndarray, continuous: bool, mask: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Log-probability of ``actions`` and entropy, per row, of a Categorical or a diagonal Gaussian."""
+    """Log-probability of ``actions`` and entropy, per row, of a Categorical (restricted to the
+    actions ``mask`` allows, when given) or a diagonal Gaussian."""
     if not continuous:
-        log_probs = categorical_log_probs(dist_inputs)
+        if mask is None:
+            log_probs = categorical_log_probs(dist_inputs)
+        else:
+            log_probs = masked_categorical_log_probs(dist_inputs, np.asarray(mask).reshape(dist_inputs.shape))
         logp = np.take_along_axis(log_probs, np.asarray(actions, np.int64)[:, None], axis=-1)[:, 0]
-        entropy = -(np.exp(log_probs) * log_probs).sum(axis=-1)
+        entropy = categorical_entropy(log_probs)
         return logp, entropy
     mean, log_std = np.split(dist_inputs, 2, axis=-1)
     z = (np.asarray(actions, np.float64) - mean) / np.exp(log_std)

@@ -63,7 +63,7 @@ def batch_for(policy, continuous: bool, seed: int = 0) -> SB:
 def reference(weights, batch: SB, training, continuous: bool, value_term: bool, normalize: bool):
     """``(loss, stats)``: -mean(logp * A) + c_v * 0.5 * mean((V - target)^2) - c_e * mean(entropy)."""
     dist_inputs, values = actor_critic(weights, batch[SB.OBS])
-    logp, entropy = logp_and_entropy(dist_inputs, batch[SB.ACTIONS], continuous)
+    logp, entropy = logp_and_entropy(dist_inputs, batch[SB.ACTIONS], continuous, batch.get(SB.ACTION_MASK))
     advantages = batch[SB.ADVANTAGES].astype(np.float64)
     if normalize:
         advantages = normalized(advantages)

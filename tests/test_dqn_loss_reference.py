@@ -66,8 +66,12 @@ def reference(weights, target_weights, batch: SB, training, activation="relu"):
     q = q_values(weights, batch[SB.OBS], activation)
     q_taken = q[np.arange(len(q)), batch[SB.ACTIONS]]
     next_target = q_values(target_weights, batch[NEXT_OBS], activation)
+    next_online = q_values(weights, batch[NEXT_OBS], activation)
+    if SB.NEXT_ACTION_MASK in batch:  # the max (and double Q's argmax) runs over next_obs's allowed actions
+        next_target = np.where(batch[SB.NEXT_ACTION_MASK], next_target, -np.inf)
+        next_online = np.where(batch[SB.NEXT_ACTION_MASK], next_online, -np.inf)
     if training.double_q:
-        chosen = q_values(weights, batch[NEXT_OBS], activation).argmax(axis=-1)
+        chosen = next_online.argmax(axis=-1)
         next_q = next_target[np.arange(len(q)), chosen]
     else:
         next_q = next_target.max(axis=-1)

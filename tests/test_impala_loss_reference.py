@@ -79,8 +79,9 @@ def forward(weights, batch: SB, continuous: bool):
     """Per-step ``logp, entropy, values``, each ``[N, T+1]``."""
     obs, actions = batch[SB.OBS], batch[SB.ACTIONS]
     dist_inputs, values = actor_critic(weights, obs.reshape(SEQUENCES * STEPS, -1))
+    mask = batch.get(SB.ACTION_MASK)  # [N, T+1, n]: each step's own mask
     logp, entropy = logp_and_entropy(
-        dist_inputs, actions.reshape(SEQUENCES * STEPS, *actions.shape[2:]), continuous
+        dist_inputs, actions.reshape(SEQUENCES * STEPS, *actions.shape[2:]), continuous, mask
     )
     return (x.reshape(SEQUENCES, STEPS) for x in (logp, entropy, values))
 

@@ -70,7 +70,7 @@ def ppo_batch(policy, continuous: bool, seed: int = 0) -> SB:
 def reference(weights, batch: SB, training, continuous: bool, activation: str, clip: float):
     """``(loss, stats)`` of PPO on ``batch`` in float64, as the paper and the config define them."""
     dist_inputs, values = actor_critic(weights, batch[SB.OBS], activation)
-    logp, entropy = logp_and_entropy(dist_inputs, batch[SB.ACTIONS], continuous)
+    logp, entropy = logp_and_entropy(dist_inputs, batch[SB.ACTIONS], continuous, batch.get(SB.ACTION_MASK))
     log_ratio = logp - batch[SB.ACTION_LOGP].astype(np.float64)
     ratio = np.exp(log_ratio)
     advantages = batch[SB.ADVANTAGES].astype(np.float64)
