@@ -88,41 +88,44 @@ def test_tuple_actions_reach_the_env_as_a_tuple_and_are_stored_flat(tmp_path, ba
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ppo_learns_the_masked_choice_task(tmp_path, backend):
-    """Mean return >= 18 of 20 (random allowed play: ~8.3) within 60k env steps, seed 0."""
+    """Mean return >= 19.5 of 20 (random allowed play: ~8.3) within 30k env steps, seed 0
+    (measured: 9.3k env steps on both backends; 2 s on torch, 4 s on TF)."""
     MaskedChoiceEnv.violations = 0
     trainer = make_trainer(
         tmp_path, "ppo", backend=backend, env=MASKED_ENV, workers={"num_envs_per_worker": 8},
         training={"train_batch_size": 512, "sgd_minibatch_size": 256, "num_sgd_iter": 6, "lr": 0.003,
                   "entropy_coeff": 0.0},
     )  # fmt: skip
-    result = train(trainer, {"episode_return_mean": 18, "timesteps_total": 60_000})
-    assert result["episode_return_mean"] >= 18, result
+    result = train(trainer, {"episode_return_mean": 19.5, "timesteps_total": 30_000})
+    assert result["episode_return_mean"] >= 19.5, result
     assert MaskedChoiceEnv.violations == 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dqn_learns_the_masked_choice_task(tmp_path, backend):
-    """Mean return >= 18 of 20 within 40k env steps, seed 0 (greedy on masked Q-values, epsilon 0.02)."""
+    """Mean return >= 19.5 of 20 within 40k env steps, seed 0, acting on masked Q-values with epsilon
+    0.02 (measured: 19.9k env steps on torch, 13.6k on TF; about 10 s each)."""
     MaskedChoiceEnv.violations = 0
     trainer = make_trainer(
         tmp_path, "dqn", backend=backend, env=MASKED_ENV, workers={"num_envs_per_worker": 8},
         training={"learning_starts": 1000, "epsilon_timesteps": 10_000, "epsilon_final": 0.02,
                   "env_steps_per_training_step": 64, "target_network_update_freq": 1000},
     )  # fmt: skip
-    result = train(trainer, {"episode_return_mean": 18, "timesteps_total": 40_000})
-    assert result["episode_return_mean"] >= 18, result
+    result = train(trainer, {"episode_return_mean": 19.5, "timesteps_total": 40_000})
+    assert result["episode_return_mean"] >= 19.5, result
     assert MaskedChoiceEnv.violations == 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ppo_learns_to_choose_two_sub_actions_jointly(tmp_path, backend):
-    """MultiDiscrete([3, 3]): mean return >= 9 of 10 (random play: 1.1) within 60k env steps, seed 0."""
+    """MultiDiscrete([3, 3]): mean return >= 9.8 of 10 (random play: 1.1) within 30k env steps, seed 0
+    (measured: 11.6k env steps on torch, 10.7k on TF; 2 s and 7 s)."""
     trainer = make_trainer(
         tmp_path, "ppo", backend=backend, env=JOINT_ENV, workers={"num_envs_per_worker": 8},
         training={"train_batch_size": 512, "sgd_minibatch_size": 256, "num_sgd_iter": 6, "lr": 0.003,
                   "entropy_coeff": 0.0},
     )  # fmt: skip
-    result = train(trainer, {"episode_return_mean": 9, "timesteps_total": 60_000})
-    assert result["episode_return_mean"] >= 9, result
+    result = train(trainer, {"episode_return_mean": 9.8, "timesteps_total": 30_000})
+    assert result["episode_return_mean"] >= 9.8, result
