@@ -37,14 +37,17 @@ class MaskedChoiceEnv(gym.Env):
     #: Actions received, over every instance in this process.
     actions_taken = 0
 
-    def __init__(self, episode_length: int = 20):
+    def __init__(self, episode_length: int = 20, empty_mask_at: int | None = None):
         self.episode_length = episode_length
+        #: A step (within the episode) whose mask allows nothing: an env bug the evaluator must name.
+        self.empty_mask_at = empty_mask_at
         self.t = 0
 
     def _observe(self) -> dict[str, np.ndarray]:
         allowed = self.np_random.choice(NUM_ACTIONS, size=int(self.np_random.integers(2, 4)), replace=False)
         self.mask = np.zeros(NUM_ACTIONS, np.int8)
-        self.mask[allowed] = 1
+        if self.t != self.empty_mask_at:
+            self.mask[allowed] = 1
         self.cue = int(self.np_random.integers(2))
         noise = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
         return {"action_mask": self.mask.copy(), "cue": self.cue, "noise": noise}

@@ -166,3 +166,40 @@ def test_dqn_target_maximises_over_the_next_observations_allowed_actions(tmp_pat
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
     np.testing.assert_allclose(policy.td_errors, td, rtol=1e-4, atol=1e-5)
     assert_update_is_sgd_on(update, grads, training.lr)
+
+
+def reference_next_masks(fragment, n):
+    """For every trained (t, b) in time-major order, the mask at ``t + k`` (k as in the n-step sum)."""
+    step_types, masks = fragment[SB.STEP_TYPES], fragment[SB.ACTION_MASK]
+    T = len(step_types) - 1
+    out = []
+    for t in range(T):
+        for b in range(step_types.shape[1]):
+            if step_types[t, b] == dqn_ref.LAST:
+                continue
+            k = 0
+            while k < n and t + k < T:
+                k += 1
+                if step_types[t + k, b] == dqn_ref.LAST:
+                    break
+            out.append(masks[t + k, b])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_n_step_rows_carry_the_mask_of_their_next_observation_through_the_replay_buffer(n_step):
+    from rlgear.execution.replay_buffers import ReplayBuffer, n_step_transitions
+
+    fragment = dqn_ref.fragment_with_both_episode_ends()
+    fragment[SB.ACTIONS] = np.random.default_rng(10).integers(ACTIONS.n, size=(8, 2))
+    fragment[SB.ACTION_MASK] = random_mask(np.random.default_rng(11), fragment[SB.ACTIONS])
+    rows = n_step_transitions(fragment, n_step, 0.9)
+    expected = reference_next_masks(fragment, n_step)
+    np.testing.assert_array_equal(rows[SB.NEXT_ACTION_MASK], expected)
+    assert not np.array_equal(rows[SB.NEXT_ACTION_MASK], rows[SB.ACTION_MASK])  # not the row's own mask
+    buffer = ReplayBuffer(100, seed=0)
+    buffer.add(rows)
+    sampled = buffer.sample(50)
+    slots = sampled["batch_indexes"]
+    np.testing.assert_array_equal(sampled[SB.NEXT_ACTION_MASK], rows[SB.NEXT_ACTION_MASK][slots])
+    assert sampled[SB.NEXT_ACTION_MASK].dtype == bool

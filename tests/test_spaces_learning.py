@@ -13,7 +13,7 @@ import pytest
 
 from rlgear import config as config_mod
 from rlgear.discovery import registry
-from rlgear.errors import UnsupportedError
+from rlgear.errors import EnvDataError, UnsupportedError
 from rlgear.run.runner import should_stop
 from rlgear.sample_batch import SampleBatch as SB
 from tests.conftest import BACKENDS, small_config
@@ -65,6 +65,18 @@ def test_no_masked_action_is_ever_taken_in_10k_env_steps(tmp_path, algorithm, tr
     assert MaskedChoiceEnv.actions_taken >= 10_000
     assert MaskedChoiceEnv.violations == 0
     assert result["episode_return_min"] >= 0  # a violation would cost -1
+
+
+def test_a_mask_allowing_no_action_stops_the_run_with_an_error_naming_the_env(tmp_path):
+    env = {**MASKED_ENV, "kwargs": {"empty_mask_at": 3}}
+    trainer = make_trainer(tmp_path, "ppo", env=env)
+    try:
+        with pytest.raises(
+            EnvDataError, match=r"tests.spaces_envs:MaskedChoiceEnv: action_mask allows no action"
+        ):
+            trainer.train()
+    finally:
+        trainer.stop()
 
 
 def test_dqn_refuses_multi_discrete_actions_naming_the_space(tmp_path):
