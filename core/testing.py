@@ -21,11 +21,15 @@ fixes; ``check_plugin(name)`` returns the report instead::
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import numpy as np
 
 from rlgear.discovery.check import CheckReport, Finding, check_plugin
 from rlgear.env import VectorEnv
-from rlgear.spaces import Box, Discrete
+from rlgear.preprocessing import batch_size
+from rlgear.spaces import Box, Dict, Discrete, MultiDiscrete, Tuple, flat_action_dim, flatten_action
 from rlgear.timestep import StepType, TimeStep
 
 __all__ = [
@@ -63,12 +67,19 @@ def _check_shapes(env: VectorEnv, ts: TimeStep, where: str) -> None:
             np.shape(getattr(ts, field)) == (n,),
             f"{where}: {field} has shape {np.shape(getattr(ts, field))}, expected ({n},)",
         )
-    obs_shape = (n, *env.observation_space.shape)
-    _expect(
-        np.shape(ts.observation) == obs_shape,
-        f"{where}: observation has shape {np.shape(ts.observation)}, expected {obs_shape}",
-    )
-    action_shape = (n, *env.action_space.shape)
+    if isinstance(env.observation_space, Dict | Tuple):
+        _expect(
+            batch_size(ts.observation) == n,
+            f"{where}: the observation's arrays must have {n} rows (one per env)",
+        )
+    else:
+        obs_shape = (n, *env.observation_space.shape)
+        _expect(
+            np.shape(ts.observation) == obs_shape,
+            f"{where}: observation has shape {np.shape(ts.observation)}, expected {obs_shape}",
+        )
+    space = env.action_space
+    action_shape = (n, flat_action_dim(space)) if isinstance(space, Dict | Tuple) else (n, *space.shape)
     _expect(
         np.shape(ts.prev_action) == action_shape,
         f"{where}: prev_action has shape {np.shape(ts.prev_action)}, expected {action_shape}",
@@ -78,14 +89,32 @@ def _check_shapes(env: VectorEnv, ts: TimeStep, where: str) -> None:
     _expect(bool(np.isin(ts.step_type, list(StepType)).all()), f"{where}: unknown step_type {ts.step_type}")
 
 
-def random_actions(env: VectorEnv, rng: np.random.Generator) -> np.ndarray:
-    space = env.action_space
+def random_actions(env: VectorEnv, rng: np.random.Generator) -> Any:
+    """A batch of random actions of ``env.action_space`` (a tuple/dict of batches for Tuple/Dict)."""
+    return _random_actions(env.action_space, env.num_envs, rng)
+
+
+def _random_actions(space: Any, n: int, rng: np.random.Generator) -> Any:
     if isinstance(space, Discrete):
-        return rng.integers(0, space.n, size=env.num_envs)
-    assert isinstance(space, Box)
+        return rng.integers(0, space.n, size=n)
+    if isinstance(space, MultiDiscrete):
+        return rng.integers(0, np.array(space.nvec), size=(n, len(space.nvec)))
+    if isinstance(space, Tuple):
+        return tuple(_random_actions(part, n, rng) for part in space.spaces)
+    if isinstance(space, Dict):
+        return {key: _random_actions(part, n, rng) for key, part in space.items()}
+    assert isinstance(space, Box), f"no random actions for {space!r}"
     low = np.where(np.isfinite(space.low), space.low, -1.0)
     high = np.where(np.isfinite(space.high), space.high, 1.0)
-    return rng.uniform(low, high, size=(env.num_envs, *space.shape)).astype(space.dtype)
+    return rng.uniform(low, high, size=(n, *space.shape)).astype(space.dtype)
+
+
+def _same_observations(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return set(a) == set(b) and all(_same_observations(a[k], b[k]) for k in a)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_observations(x, y) for x, y in zip(a, b, strict=True))
+    return bool(np.allclose(a, b))
 
 
 def check_vector_env(env: VectorEnv, steps: int = 300, seed: int = 0, close: bool = True) -> dict[str, int]:
@@ -101,7 +130,7 @@ def check_vector_env(env: VectorEnv, steps: int = 300, seed: int = 0, close: boo
     counts = {"steps": 0, "episodes_terminated": 0, "episodes_truncated": 0}
     try:
         ts = env.reset(seed=seed)
-        first_obs = np.array(ts.observation, copy=True)
+        first_obs = copy.deepcopy(ts.observation)
         _check_shapes(env, ts, "reset()")
         _expect(
             bool((ts.step_type == StepType.FIRST).all()),
@@ -144,7 +173,9 @@ def check_vector_env(env: VectorEnv, steps: int = 300, seed: int = 0, close: boo
             )
             moved = ~first
             _expect(
-                np.allclose(np.asarray(ts.prev_action)[moved], np.asarray(actions)[moved]),
+                np.allclose(
+                    np.asarray(ts.prev_action)[moved], flatten_action(env.action_space, actions)[moved]
+                ),
                 f"{where}: prev_action must be the action just sent",
             )
             counts["steps"] += int(moved.sum())
@@ -152,7 +183,7 @@ def check_vector_env(env: VectorEnv, steps: int = 300, seed: int = 0, close: boo
             counts["episodes_truncated"] += int((last & (ts.discount == 1)).sum())
         again = env.reset(seed=seed)
         _expect(
-            np.allclose(again.observation, first_obs),
+            _same_observations(again.observation, first_obs),
             "reset(seed) twice with the same seed gave different observations",
         )
     finally:

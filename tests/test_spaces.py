@@ -214,3 +214,23 @@ def test_gymnasium_spaces_convert_recursively():
         convert_space(gym.spaces.Dict({"a": gym.spaces.Discrete(3, start=1)}), "observation", "Env")
     with pytest.raises(ConfigError, match="Text"):
         convert_space(gym.spaces.Text(5), "observation", "Env")
+
+
+def test_the_external_env_refuses_structured_spaces_naming_the_key():
+    from rlgear.plugins.envs.external.settings import parse_settings
+
+    box_json = box(3).to_json()
+    with pytest.raises(ConfigError, match=r"env.kwargs.observation_space: .*Box and Discrete spaces only"):
+        parse_settings({"observation_space": Dict({"a": box(3)}).to_json(), "action_space": box_json}, 2)
+    with pytest.raises(ConfigError, match=r"env.kwargs.action_space: .*MultiDiscrete"):
+        parse_settings({"observation_space": box_json, "action_space": MultiDiscrete([2, 2]).to_json()}, 2)
+
+
+@pytest.mark.parametrize("env_name", ["tests.spaces_envs:MaskedChoiceEnv", "tests.spaces_envs:TupleActionEnv"])
+def test_check_vector_env_accepts_structured_spaces(env_name):
+    from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
+    from rlgear.testing import check_vector_env
+
+    env = GymnasiumAdapter().make(env_name, 3, kwargs={}, vectorization="sync")
+    counts = check_vector_env(env, steps=60, seed=0)
+    assert counts["steps"] > 0 and counts["episodes_truncated"] > 0

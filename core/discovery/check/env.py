@@ -16,7 +16,7 @@ from rlgear.discovery.check._base import (
 
 def _check_env(checks: _Checks, info: registry.PluginInfo, load_name: str, env_name: str | None) -> None:
     from rlgear.env import VectorEnv
-    from rlgear.spaces import Box, Discrete
+    from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple
     from rlgear.testing import ContractError, check_vector_env
 
     cls = _load(checks, info, load_name)
@@ -52,19 +52,21 @@ def _check_env(checks: _Checks, info: registry.PluginInfo, load_name: str, env_n
         return
     spaces = f"observations {_space(env.observation_space)}, actions {_space(env.action_space)}"
     checks.add("make", True, f"'{env_name}' x 4: {spaces}")
+    spaces = Box | Discrete | MultiDiscrete | MultiBinary | Dict | Tuple
     spaces_ok = (
-        isinstance(env.observation_space, Box | Discrete)
-        and isinstance(env.action_space, Box | Discrete)
+        isinstance(env.observation_space, spaces)
+        and isinstance(env.action_space, Box | Discrete | MultiDiscrete | Dict | Tuple)
         and getattr(env, "num_envs", None) == 4
     )
     checks.add(
         "spaces",
         spaces_ok,
-        "rlgear.spaces Box/Discrete spaces, num_envs 4"
+        "rlgear.spaces spaces, num_envs 4"
         if spaces_ok
         else f"observation_space {type(env.observation_space).__name__}, action_space "
         f"{type(env.action_space).__name__}, num_envs {getattr(env, 'num_envs', None)!r}",
-        "set num_envs and use rlgear.spaces.Box / Discrete for observation_space and action_space",
+        "set num_envs and use rlgear.spaces spaces (Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple) "
+        "for observation_space and action_space",
     )
     if not spaces_ok:
         env.close()
@@ -89,6 +91,8 @@ def _check_env(checks: _Checks, info: registry.PluginInfo, load_name: str, env_n
 
 
 def _space(space: Any) -> str:
+    if type(space).__name__ in ("Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"):
+        return repr(space)
     shape = getattr(space, "shape", "?")
     return f"{type(space).__name__}(n={space.n})" if hasattr(space, "n") else f"{type(space).__name__}{shape}"
 
