@@ -97,6 +97,7 @@ PLUGIN_PAGE_EXAMPLES = {
     "plugins/schedulers.md": ["docs/examples/my_median_stopping.py"],
     "plugins/loggers.md": ["docs/examples/my_best_logger.py"],
     "plugins/hooks.md": ["docs/examples/my_goal_hook.py"],
+    "spaces.md": ["docs/examples/my_parking_env.py"],
 }
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
 
@@ -304,6 +305,25 @@ def test_gridworld_example_keeps_the_timestep_contract(monkeypatch):
         ConfigError, match=r"env\.kwargs\.sise: unknown gridworld option; did you mean .size."
     ):
         GridworldAdapter().make("gridworld", 2, kwargs={"sise": 4})
+
+
+def test_parking_example_trains_with_its_mask_and_never_takes_a_taken_slot(monkeypatch, tmp_path):
+    """The env asserts that no taken (masked) slot is chosen; the run must finish 3 iterations."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from rlgear import config as config_mod
+    from rlgear.plugins.algorithms.ppo import PPO
+    from tests.conftest import small_config
+
+    raw = small_config(tmp_path, env={"name": "my_parking_env:ParkingEnv", "vectorization": "sync"})
+    trainer = PPO(config_mod.resolve(raw, training_class=PPO.config_class))
+    try:
+        assert trainer.policy.observation_space.shape == (1,)  # "arrival"; the mask is not model input
+        for _ in range(3):
+            result = trainer.train()
+    finally:
+        trainer.stop()
+    assert result["episodes_total"] > 0
+    assert result["episode_return_mean"] >= 10 * 0.1  # each of the 10 cars parked in a free slot
 
 
 def test_median_stopping_options_arrive_through_tune_scheduler_options(plugin_env, tmp_path):

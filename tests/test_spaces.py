@@ -226,7 +226,9 @@ def test_the_external_env_refuses_structured_spaces_naming_the_key():
         parse_settings({"observation_space": box_json, "action_space": MultiDiscrete([2, 2]).to_json()}, 2)
 
 
-@pytest.mark.parametrize("env_name", ["tests.spaces_envs:MaskedChoiceEnv", "tests.spaces_envs:TupleActionEnv"])
+@pytest.mark.parametrize(
+    "env_name", ["tests.spaces_envs:MaskedChoiceEnv", "tests.spaces_envs:TupleActionEnv"]
+)
 def test_check_vector_env_accepts_structured_spaces(env_name):
     from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
     from rlgear.testing import check_vector_env
