@@ -265,7 +265,7 @@ class Evaluator:
         return actions, extras
 
     def _row(self, ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {
+        row = {
             SampleBatch.OBS: ts.observation,
             SampleBatch.ACTIONS: actions,
             SampleBatch.REWARDS: ts.reward,
@@ -274,9 +274,11 @@ class Evaluator:
             SampleBatch.PREV_ACTIONS: ts.prev_action,
             SampleBatch.EPS_ID: self._episode_ids,  # copied into the fragment buffers
             SampleBatch.T: self._episode_length,
-            **({} if ts.action_mask is None else {SampleBatch.ACTION_MASK: ts.action_mask}),
             **extras,
         }
+        if ts.action_mask is not None:  # the mask this row's action was chosen under (losses use it)
+            row[SampleBatch.ACTION_MASK] = ts.action_mask
+        return row
 
     def _sample_fragment(self) -> SampleBatch:
         """``[T+1, B]`` time-major; the last row is the bootstrap (and the next fragment's first)."""
