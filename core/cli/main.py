@@ -189,6 +189,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         raise RLGearError(
             f"{', '.join(given)}: only with --check NAME (rlgear plugins --check NAME {given[0]} ...)"
         )
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -212,10 +213,11 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
     algorithms = [r for r in reports["algorithm"] if r.error is None]
     backends = [r.info.name for r in reports["backend"] if r.error is None]  # a broken one is no column
-    matrix = Table(title="algorithm support")
-    columns = ("algorithm", "discrete", "continuous", "multi-discrete", "tuple/dict", *backends)
-    for column in (*columns, "multi-agent", "recurrent"):
-        matrix.add_column(column)
+    # Two-line headers and no column rules: the matrix fits 80 columns.
+    matrix = Table(title="algorithm support", box=box.HORIZONTALS, show_edge=False, padding=(0, 1, 0, 0))
+    columns = ("algorithm", "discrete", "continuous", "multi-\ndiscrete", "tuple/\ndict", *backends)
+    for column in (*columns, "multi-\nagent", "recurrent"):
+        matrix.add_column(column, min_width=max(len(line) for line in column.split("\n")))
     for report in algorithms:
         caps = report.obj.capabilities()
 
