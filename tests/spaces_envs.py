@@ -118,3 +118,15 @@ class TupleActionEnv(gym.Env):
         self.t += 1
         self.cue = int(self.np_random.integers(3))
         return self.cue, reward, False, self.t >= self.episode_length, {}
+
+
+class DictActionEnv(TupleActionEnv):
+    """TupleActionEnv's task with Dict({"choice": Discrete(3), "amount": Box(1)}) actions."""
+
+    action_space = gym.spaces.Dict(
+        {"choice": gym.spaces.Discrete(3), "amount": gym.spaces.Box(-1.0, 1.0, (1,), np.float32)}
+    )
+
+    def step(self, action):
+        assert set(action) == {"choice", "amount"}, action
+        return super().step((action["choice"], action["amount"]))
