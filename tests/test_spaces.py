@@ -236,3 +236,9 @@ def test_check_vector_env_accepts_structured_spaces(env_name):
     env = GymnasiumAdapter().make(env_name, 3, kwargs={}, vectorization="sync")
     counts = check_vector_env(env, steps=60, seed=0)
     assert counts["steps"] > 0 and counts["episodes_truncated"] > 0
+
+
+def test_an_observation_outside_its_discrete_part_is_an_error_naming_the_part():
+    prep = ObservationPreprocessor(Dict({"kind": Discrete(3), "pos": box(1)}), Discrete(2))
+    with pytest.raises(EnvDataError, match=r"observation\['kind'\]: values must be in 0..2, got 0..3"):
+        prep.transform({"kind": np.array([0, 3]), "pos": np.zeros((2, 1), np.float32)})

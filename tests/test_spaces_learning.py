@@ -172,3 +172,29 @@ def test_ppo_learns_to_choose_two_sub_actions_jointly(tmp_path, backend):
     )  # fmt: skip
     result = train(trainer, {"episode_return_mean": 9.8, "timesteps_total": 30_000})
     assert result["episode_return_mean"] >= 9.8, result
+
+
+def test_a_dqn_checkpoint_keeps_the_replayed_masks_and_the_raw_dict_space(tmp_path):
+    training = {
+        "learning_starts": 100,
+        "env_steps_per_training_step": 64,
+        "store_buffer_in_checkpoints": True,
+    }
+    trainer = make_trainer(tmp_path, "dqn", env=MASKED_ENV, training=training)
+    try:
+        trainer.train()
+        trainer.train()
+        path = trainer.save(str(tmp_path / "checkpoint"))
+        stored = trainer.replay_buffer.sample(32)
+    finally:
+        trainer.stop()
+    restored = make_trainer(tmp_path, "dqn", env=MASKED_ENV, training=training)
+    try:
+        restored.restore(path)
+        again = restored.replay_buffer.sample(32)  # same RNG state: the same slots
+        np.testing.assert_array_equal(again["batch_indexes"], stored["batch_indexes"])
+        assert again[SB.NEXT_ACTION_MASK].dtype == bool
+        np.testing.assert_array_equal(again[SB.NEXT_ACTION_MASK], stored[SB.NEXT_ACTION_MASK])
+        restored.train()  # learns on the restored masks
+    finally:
+        restored.stop()

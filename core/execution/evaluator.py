@@ -200,12 +200,12 @@ class Evaluator:
         TimeStep from ``env.reset`` and ``env.step`` before anything else reads it.
         """
         preprocessor = self.preprocessor
-        if preprocessor.identity:
-            return ts
-        mask = preprocessor.action_mask(ts.observation)
-        if mask is not None:
-            mask = preprocessor.checked_mask(mask, ts.step_type, self._mask_blocks)
-        return dataclasses.replace(ts, observation=preprocessor.transform(ts.observation), action_mask=mask)
+        if not preprocessor.identity:  # a top-level Box or Discrete reaches the policy as it is
+            mask = preprocessor.action_mask(ts.observation)
+            if mask is not None:
+                mask = preprocessor.checked_mask(mask, ts.step_type, self._mask_blocks)
+            ts = dataclasses.replace(ts, observation=preprocessor.transform(ts.observation), action_mask=mask)
+        return ts
 
     def _track(self, ts: TimeStep) -> None:
         valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
