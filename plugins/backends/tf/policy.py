@@ -191,7 +191,11 @@ class TFPolicy(Policy):
     # --- acting -------------------------------------------------------------
     def _make_fast_actor(self) -> NumpyActorCritic | None:
         model_config = self.config.model
-        if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
+        if not (
+            model_config.numpy_inference
+            and isinstance(self.model, ActorCriticMLP)
+            and self.model.encoder is None  # the numpy twin is MLP-only
+        ):
             return None
         seed = None if self.config.seed is None else self.config.seed + 1
         return NumpyActorCritic(
