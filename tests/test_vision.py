@@ -18,7 +18,7 @@ from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
 from rlgear.vision import MINATAR_FILTERS, NATURE_FILTERS, conv_layers
 from tests.conftest import needs_tf
-from tests.numpy_reference import ACTIVATIONS, dense, make_policy, mlp_body, resolve
+from tests.numpy_reference import dense, make_policy, mlp_body, resolve
 
 QUADRANT_ENV = "tests.image_env:QuadrantEnv"
 IMAGE_OBS = Box(np.zeros((12, 12, 3)), np.full((12, 12, 3), 255), np.uint8)
@@ -70,7 +70,10 @@ def reference_actor_critic(weights, images, shared_mlp: bool):
     if shared_mlp:
         policy_h = value_h = mlp_body(weights, "shared", features, "relu")
     else:
-        policy_h, value_h = mlp_body(weights, "policy", features, "relu"), mlp_body(weights, "value", features, "relu")
+        policy_h, value_h = (
+            mlp_body(weights, "policy", features, "relu"),
+            mlp_body(weights, "value", features, "relu"),
+        )
     return dense(weights, "policy/output", policy_h), dense(weights, "value/output", value_h)[:, 0]
 
 
@@ -95,7 +98,12 @@ def images(n=16, seed=0):
 
 
 def image_policy(tmp_path, backend, algorithm="ppo", shared_mlp=False, training=None):
-    model = {"conv_filters": FILTERS, "hidden_sizes": [8], "activation": "relu", "vf_share_layers": shared_mlp}
+    model = {
+        "conv_filters": FILTERS,
+        "hidden_sizes": [8],
+        "activation": "relu",
+        "vf_share_layers": shared_mlp,
+    }
     if algorithm == "dqn":
         training = {"dueling": False, **(training or {})}
     config = resolve(tmp_path, algorithm, training, model, env=QUADRANT_ENV, backend=backend)
@@ -127,12 +135,14 @@ def test_a_filter_stack_that_shrinks_the_image_below_one_pixel_names_the_layer_a
 
 @pytest.mark.parametrize("entry", [[16, 3], [16, 0, 1], [16, 3.0, 1], "16x3"])
 def test_a_malformed_filter_is_refused_naming_its_index(entry):
-    with pytest.raises(ConfigError, match=r"model\.conv_filters\[1\]: expected \[out_channels, kernel, stride\]"):
+    with pytest.raises(
+        ConfigError, match=r"model\.conv_filters\[1\]: expected \[out_channels, kernel, stride\]"
+    ):
         conv_layers(BOOL_OBS, ModelStub([[16, 3, 1], entry]))
 
 
 def test_conv_filters_on_a_flat_observation_space_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="model.conv_filters: set, but the observation space"):
+    with pytest.raises(ConfigError, match=r"model\.conv_filters: set, but the observation space"):
         conv_layers(Box(np.zeros(4), np.ones(4)), ModelStub([[16, 3, 1]]))
 
 
@@ -209,7 +219,10 @@ def timestep_of(obs):
 @pytest.mark.parametrize("algorithm", ["ppo", "dqn"])
 @pytest.mark.parametrize("direction", ["torch->tf", "tf->torch"])
 def test_image_weights_moved_between_backends_act_identically(tmp_path, algorithm, direction):
-    torch_policy, tf_policy = image_policy(tmp_path, "torch", algorithm), image_policy(tmp_path, "tf", algorithm)
+    torch_policy, tf_policy = (
+        image_policy(tmp_path, "torch", algorithm),
+        image_policy(tmp_path, "tf", algorithm),
+    )
     source, target = (torch_policy, tf_policy) if direction == "torch->tf" else (tf_policy, torch_policy)
     source.set_weights(perturbed(source.get_weights(), seed=5))
     target.set_weights(source.get_weights())

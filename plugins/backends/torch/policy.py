@@ -285,7 +285,9 @@ class TorchPolicy(Policy):
                 raise ValueError(
                     f"weight '{neutral}' has shape {tuple(value.shape)}, the model expects {expected}"
                 )
-            out[name] = from_neutral_kernel(value) if self._is_kernel(name) and value.ndim in (2, 4) else value
+            out[name] = (
+                from_neutral_kernel(value) if self._is_kernel(name) and value.ndim in (2, 4) else value
+            )
         return out
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
