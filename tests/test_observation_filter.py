@@ -116,7 +116,9 @@ class _Model:
 
 def test_images_and_discrete_observations_are_refused_with_the_key():
     image = Box(np.zeros((10, 10, 3)), np.full((10, 10, 3), 255), np.uint8)
-    with pytest.raises(ConfigError, match=r"model\.observation_filter: mean_std normalises flat observations"):
+    with pytest.raises(
+        ConfigError, match=r"model\.observation_filter: mean_std normalises flat observations"
+    ):
         make_observation_filter(_Model(), image)
     with pytest.raises(ConfigError, match=r"model\.observation_filter: mean_std needs Box observations"):
         make_observation_filter(_Model(), Discrete(4))

@@ -334,3 +334,16 @@ def test_dqn_conv_policy_trains_on_tf(tmp_path):
 
     loaded = agent.load(run_dir)
     assert "q/conv_1/kernel" in loaded.policy.get_weights()
+
+
+def test_a_minatar_id_resolves_through_its_gymnasium_entry_point():
+    pytest.importorskip("minatar", reason="needs MinAtar: pip install 'rlgear[minatar]'")
+    from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
+
+    env = GymnasiumAdapter().make("MinAtar/Breakout-v1", 2, kwargs={})
+    try:
+        assert env.observation_space.shape == (10, 10, 4) and env.observation_space.dtype == bool
+        assert env.action_space == Discrete(3)
+        assert env.reset(seed=0).observation.shape == (2, 10, 10, 4)
+    finally:
+        env.close()
