@@ -347,3 +347,24 @@ def test_a_minatar_id_resolves_through_its_gymnasium_entry_point():
         assert env.reset(seed=0).observation.shape == (2, 10, 10, 4)
     finally:
         env.close()
+
+
+def test_the_yaml_examples_of_the_models_page_are_valid_configs(tmp_path):
+    """docs/models.md's config snippets resolve (and the conv and filter keys mean what the page says)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from rlgear import config as config_mod
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", page, flags=re.S)]
+    assert len(blocks) == 3
+    resolved = [config_mod.resolve({"algorithm": "ppo", **block}) for block in blocks]
+    assert resolved[0].model.conv_filters == MINATAR_FILTERS and resolved[0].env.name == "MinAtar/Breakout-v1"
+    assert (
+        resolved[1].model.observation_filter == "mean_std"
+        and resolved[1].model.observation_filter_clip == 5.0
+    )
+    assert resolved[2].env.wrappers_vector[0].name == "gymnasium.wrappers.vector.NormalizeObservation"
