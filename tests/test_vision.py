@@ -1,6 +1,6 @@
 """Conv nets for image observations (``model.conv_filters``): layers, config errors, portable weights.
 
-The conv trunk's contract (``rlgear.vision``): images ``[H, W, C]`` arrive flat in
+The conv trunk's contract (``rlgear.config.conv``): images ``[H, W, C]`` arrive flat in
 HWC order, uint8 is scaled by 1/255, conv layers have no padding and ReLU, the
 output is flattened in HWC order; neutral conv kernels are ``[kh, kw, in, out]``.
 A plain-numpy forward pass written from that contract must reproduce each
@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlgear.config.conv import MINATAR_FILTERS, NATURE_FILTERS, conv_layers
 from rlgear.errors import ConfigError
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
-from rlgear.vision import MINATAR_FILTERS, NATURE_FILTERS, conv_layers
 from tests.conftest import needs_tf
 from tests.numpy_reference import dense, make_policy, mlp_body, resolve
 

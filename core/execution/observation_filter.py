@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.config.conv import is_image
 from rlgear.errors import ConfigError
 from rlgear.spaces import Box, Space
-from rlgear.vision import is_image
 
 #: Checkpoint array names of the global filter statistics: ``obs_filter/{count,mean,m2}``.
 OBS_FILTER_PREFIX = "obs_filter/"

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.config.conv import ConvSpec, conv_layers
 from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.spaces import Box, Space, flat_dim
-from rlgear.vision import ConvSpec, conv_layers
 
 ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
     "tanh": tf.tanh,
@@ -114,7 +114,7 @@ class DenseStack(tf.Module):
 class ConvEncoder(tf.Module):
     """Flat ``[B, H * W * C]`` images -> conv layers (ReLU, no padding) -> ``[B, features]`` in HWC order.
 
-    The torch ``ConvEncoder``'s twin (see :mod:`rlgear.vision`); TF convolves
+    The torch ``ConvEncoder``'s twin (see :mod:`rlgear.config.conv`); TF convolves
     in NHWC with ``[kh, kw, in, out]`` filters, the neutral layout itself.
     ``orthogonal_init`` draws each filter as torch does, an orthogonal
     ``[out, in * kh * kw]`` matrix; without it, torch's ``nn.Conv2d`` default

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlgear.config.conv import ConvSpec, conv_layers
 from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.spaces import Box, Space, flat_dim
-from rlgear.vision import ConvSpec, conv_layers
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
@@ -73,7 +73,7 @@ def _head(in_dim: int, out_dim: int, gain: float | None) -> nn.Linear:
 class ConvEncoder(nn.Module):
     """Flat ``[B, H * W * C]`` images -> conv layers (ReLU) -> ``[B, features]`` in HWC order.
 
-    See :mod:`rlgear.vision` for the layout contract; torch convolves in NCHW,
+    See :mod:`rlgear.config.conv` for the layout contract; torch convolves in NCHW,
     so the input is permuted in and the output permuted back before flattening.
     """
 
