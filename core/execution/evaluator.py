@@ -525,7 +525,10 @@ class WorkerSet:
         obs_filter = self.local_worker.obs_filter
         filter_ref = None if obs_filter is None else ray.put(obs_filter.get_state())
         for worker_id in ids:
-            self._slots[worker_id].set_weights.remote(ref, filter_ref)
+            if filter_ref is None:
+                self._slots[worker_id].set_weights.remote(ref)
+            else:  # the driver's merged observation-filter statistics travel with the weights
+                self._slots[worker_id].set_weights.remote(ref, filter_ref)
 
     # --- env statistics ---------------------------------------------------------
     def get_env_state(self) -> dict[str, np.ndarray]:
