@@ -368,3 +368,24 @@ def test_the_yaml_examples_of_the_models_page_are_valid_configs(tmp_path):
         and resolved[1].model.observation_filter_clip == 5.0
     )
     assert resolved[2].env.wrappers_vector[0].name == "gymnasium.wrappers.vector.NormalizeObservation"
+
+
+@pytest.mark.parametrize("algorithm", ["pg", "a2c", "a3c", "impala"])
+def test_every_actor_critic_algorithm_trains_a_conv_policy(tmp_path, algorithm):
+    """One short torch run each (no learning claim): their batches and losses take image observations."""
+    import rlgear
+
+    result = rlgear.train(
+        {
+            "algorithm": algorithm,
+            "seed": 0,
+            "env": {"name": QUADRANT_ENV},
+            "workers": {"num_envs_per_worker": 2},
+            "training": {"train_batch_size": 64},
+            "model": {"conv_filters": FILTERS, "hidden_sizes": [16], "activation": "relu"},
+            "stop": {"training_iteration": 2},
+            "logging": {"dir": str(tmp_path), "tensorboard": False, "progress": "none"},
+        }
+    )
+    assert result["training_iteration"] == 2 and result["timesteps_total"] >= 64
+    assert np.isfinite(result["learner/total_loss"]), result
