@@ -285,3 +285,19 @@ def test_with_two_ray_workers_the_driver_filter_counts_every_sampled_observation
     for state in states[1:]:
         for key, value in states[0].items():
             np.testing.assert_array_equal(state[key], value)
+
+
+def test_a_refused_restore_changes_nothing(tmp_path, make_trainer):
+    from rlgear.errors import CheckpointError
+
+    plain = make_trainer(small_config(tmp_path, env={"name": COUNTING_ENV}))
+    plain.train()
+    path = plain.save()
+    filtered = make_trainer(filtered_config(tmp_path))
+    filtered.train()
+    before = filtered.policy.get_weights()
+    with pytest.raises(CheckpointError):
+        filtered.restore(path)
+    for name, value in filtered.policy.get_weights().items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+    assert filtered.iteration == 1
