@@ -96,6 +96,13 @@ def test_filter_normalises_with_the_statistics_including_the_batch_and_clips():
     obs_filter.frozen = True
     obs_filter(data(5, seed=4))
     assert obs_filter.stats.count == 50  # frozen: applied, not updated
+    obs_filter.frozen = False
+    more = data(4, seed=5)
+    obs_filter(more, valid=np.array([True, False, True, False]))  # rows without an env step
+    assert obs_filter.stats.count == obs_filter.delta.count == 52
+    np.testing.assert_allclose(
+        obs_filter.stats.mean, np.concatenate([values, more[[0, 2]]]).mean(axis=0), rtol=1e-9
+    )
 
 
 def test_state_round_trip_is_exact_and_a_wrong_shape_names_the_array():

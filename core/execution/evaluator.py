@@ -206,7 +206,7 @@ class Evaluator:
         Every TimeStep from the env passes here once, so the filter counts each observation once.
         """
         if self.obs_filter is not None:
-            ts.observation = self.obs_filter(ts.observation)
+            ts.observation = self.obs_filter(ts.observation, ts.valid)
         return ts
 
     def _track(self, ts: TimeStep) -> None:

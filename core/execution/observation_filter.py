@@ -116,11 +116,16 @@ class MeanStdFilter:
         self.delta = RunningStats(self.shape)  # seen since the last pop_delta()
         self.frozen = False
 
-    def __call__(self, observations: np.ndarray) -> np.ndarray:
-        """``[B, *shape]`` observations, normalised and clipped, float32 (the statistics first take them in)."""
+    def __call__(self, observations: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """``[B, *shape]`` observations, normalised and clipped, float32 (the statistics first take them in).
+
+        ``valid`` (``TimeStep.valid``): rows that carry no env step (an external client's empty
+        slot) are normalised but not counted.
+        """
         if not self.frozen:
-            self.stats.push(observations)
-            self.delta.push(observations)
+            seen = observations if valid is None else np.asarray(observations)[valid]
+            self.stats.push(seen)
+            self.delta.push(seen)
         return self.apply(observations)
 
     def apply(self, observations: np.ndarray) -> np.ndarray:
