@@ -30,6 +30,7 @@ from rlgear.discovery.hooks import make_plugin_manager
 from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
 from rlgear.execution.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
 from rlgear.execution.metrics import MetricsWindow
+from rlgear.execution.observation_filter import OBS_FILTER_PREFIX, RunningStats
 from rlgear.execution.postprocessing import trainable_rows
 from rlgear.execution.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.policy import PolicyState
@@ -252,6 +253,8 @@ class Trainer:
         worker = self._evaluation_worker_for(episodes_wanted)
         worker.set_weights(self.policy.get_weights())
         worker.env.set_state(self.workers.get_env_state())  # normalize as training does, frozen
+        if worker.obs_filter is not None:  # the same: the global statistics, frozen
+            worker.obs_filter.set_state(self.workers.local_worker.obs_filter.get_state())
         self.evaluations += 1
         every = self.config.training.evaluation_video_every
         video = self._evaluation_video if every and self.evaluations % every == 0 else None
@@ -289,6 +292,8 @@ class Trainer:
                 config, self._policy_cls, self._adapter_cls, worker_index=EVALUATION_WORKER_INDEX, video=video
             )
             self._evaluation_worker.env.freeze_statistics()
+            if self._evaluation_worker.obs_filter is not None:
+                self._evaluation_worker.obs_filter.frozen = True
         return self._evaluation_worker
 
     # --- hyperparameters on a live trainer ------------------------------------
@@ -341,6 +346,9 @@ class Trainer:
         }
         arrays.update({f"algorithm/{k}": v for k, v in self.get_algorithm_arrays().items()})
         arrays.update({f"env/{k}": v for k, v in self.workers.get_env_state().items()})
+        obs_filter = self.workers.local_worker.obs_filter
+        if obs_filter is not None:  # the global statistics (remote workers' deltas merged)
+            arrays.update({f"{OBS_FILTER_PREFIX}{k}": v for k, v in obs_filter.get_state().items()})
         return arrays, state
 
     def get_algorithm_state(self) -> dict[str, Any]:
@@ -423,6 +431,7 @@ class Trainer:
         ):
             if space_from_json(metadata[key]) != space:
                 raise CheckpointError(f"{path}: the checkpoint's {key} differs from the env's ({space})")
+        filter_arrays = self._checked_obs_filter_arrays(arrays, path)  # checked before anything changes
         try:  # first: it checks the arrays against env.wrappers_vector before anything changes
             self.workers.set_env_state(
                 {k.removeprefix("env/"): v for k, v in arrays.items() if k.startswith("env/")}
@@ -461,13 +470,36 @@ class Trainer:
         self.set_algorithm_arrays(
             {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
         )
+        if filter_arrays is not None:
+            self.workers.foreach_worker(lambda w, a=filter_arrays: w.obs_filter.set_state(a))
         self.workers.sync_weights()
         # Env internals can't be saved in general: restart envs with a seed that
         # depends on how often the run was restored, so a resumed run is reproducible.
+        # The observation filter keeps the checkpoint's statistics exactly: these first
+        # observations are normalised with them, not counted.
         seed, epoch = self.config.seed, self.restore_epoch
         self.workers.foreach_worker_with_id(
-            lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch))
+            lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch), update_filter=False)
         )
+
+    def _checked_obs_filter_arrays(self, arrays: Mapping[str, Any], path: str) -> dict[str, Any] | None:
+        """The checkpoint's observation-filter statistics, checked against the filter (None without one)."""
+        obs_filter = self.workers.local_worker.obs_filter
+        if obs_filter is None:
+            return None
+        filter_arrays = {
+            k.removeprefix(OBS_FILTER_PREFIX): v for k, v in arrays.items() if k.startswith(OBS_FILTER_PREFIX)
+        }
+        if not filter_arrays:
+            raise CheckpointError(
+                f"{path}: the checkpoint holds no observation filter statistics, but "
+                "model.observation_filter is mean_std (it was trained without the filter)"
+            )
+        try:
+            RunningStats.from_arrays(filter_arrays, obs_filter.shape, "the checkpoint")
+        except ValueError as err:
+            raise CheckpointError(f"{path}: {err}") from err
+        return filter_arrays
 
     def reseed(self, seed: int) -> None:
         """New random streams derived from ``seed`` for everything this trainer draws from.

@@ -94,6 +94,22 @@ class ModelConfig:
         "as in the PPO implementation-details study (Huang et al. 2022).",
         True,
     )
+    conv_filters: list[list[int]] | None = doc(
+        "Conv layers for image observations (a rank-3 Box [height, width, channels]; uint8 scaled by "
+        "1/255): a list of [out_channels, kernel, stride], no padding, ReLU, then flattened into the "
+        "hidden_sizes MLP. One trunk serves the policy and value heads. null: the Nature-DQN stack "
+        "[[32, 8, 4], [64, 4, 2], [64, 3, 1]] for images of 36x36 and up, else MinAtar's [[16, 3, 1]].",
+        None,
+    )
+    observation_filter: Literal["none", "mean_std"] = doc(
+        "mean_std: normalise (flat, non-image) observations with running mean and variance, merged "
+        "across remote workers and kept in checkpoints, then clip them to +-observation_filter_clip "
+        "(docs/models.md). The alternative: env.wrappers_vector with gymnasium's NormalizeObservation.",
+        "none",
+    )
+    observation_filter_clip: float = doc(
+        "With observation_filter: mean_std, filtered observations are clipped to [-clip, clip].", 10.0
+    )
     numpy_inference: bool = doc(
         "Act with a numpy copy of the catalog MLP (several times faster for small batches; "
         "learning stays in the framework). Ignored for custom models.",

@@ -27,11 +27,15 @@ import numpy as np
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import VideoRequest
 from rlgear.execution.metrics import Episode, env_info_row
+from rlgear.execution.observation_filter import make_observation_filter
 from rlgear.execution.postprocessing import trainable_rows
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Dict, MultiDiscrete, Tuple, clip_action, unflatten_action
 from rlgear.timestep import StepType, TimeStep
+
+#: ``pop_metrics`` key of a remote worker's observation-filter delta (merged by the driver).
+OBS_FILTER_DELTA = "obs_filter_delta"
 
 PostprocessFn = Callable[[SampleBatch, Any, Any], SampleBatch]
 
@@ -146,6 +150,8 @@ class Evaluator:
             self.preprocessor = ObservationPreprocessor(
                 self.observation_space, self.action_space, env_cfg.name
             )
+            #: ``model.observation_filter`` (None when off): applied to every preprocessed observation.
+            self.obs_filter = make_observation_filter(config.model, self.preprocessor.observation_space)
             self.policy = policy_class(self.preprocessor.observation_space, self.action_space, config)
         except BaseException:
             self.env.close()
@@ -176,9 +182,21 @@ class Evaluator:
         self._timestep = self.reset(env_seed(config.seed, worker_index))
 
     # --- env stepping and episode bookkeeping -------------------------------
-    def reset(self, seed: int | None = None) -> TimeStep:
-        """Restart every env (running episodes are dropped, not counted)."""
-        timestep = self._observe(self.env.reset(seed=seed))
+    def reset(self, seed: int | None = None, update_filter: bool = True) -> TimeStep:
+        """Restart every env (running episodes are dropped, not counted).
+
+        ``update_filter=False`` keeps the observation filter's statistics as they are
+        (a restore: the checkpoint's statistics stay exactly as saved).
+        """
+        obs_filter = self.obs_filter
+        frozen = obs_filter is not None and obs_filter.frozen
+        if obs_filter is not None and not update_filter:
+            obs_filter.frozen = True
+        try:
+            timestep = self._observe(self.env.reset(seed=seed))
+        finally:
+            if obs_filter is not None:
+                obs_filter.frozen = frozen
         self._running.clear()
         self._partial = [[] for _ in range(self.num_envs)]
         self._track(timestep)
@@ -205,6 +223,8 @@ class Evaluator:
             if mask is not None:
                 mask = preprocessor.checked_mask(mask, ts.step_type, self._mask_blocks)
             ts = dataclasses.replace(ts, observation=preprocessor.transform(ts.observation), action_mask=mask)
+        if self.obs_filter is not None:  # after the preprocessing: the filter sees what the policy sees
+            ts.observation = self.obs_filter(ts.observation, ts.valid)
         return ts
 
     def _track(self, ts: TimeStep) -> None:
@@ -357,8 +377,14 @@ class Evaluator:
         return self.sample_with_count()[0]
 
     def pop_metrics(self) -> dict[str, Any]:
-        """Episodes finished since the last call (summaries) and env steps taken."""
+        """Episodes finished since the last call (summaries) and env steps taken.
+
+        A remote worker with an observation filter adds ``obs_filter_delta``: the statistics of
+        the observations it saw since the last call, which the driver merges into the global filter.
+        """
         out = {"episodes": self._finished, "env_steps": self._env_steps}
+        if self.obs_filter is not None and self.worker_index > 0:
+            out[OBS_FILTER_DELTA] = self.obs_filter.pop_delta()
         self._finished = []
         self._env_steps = 0
         return out
@@ -390,8 +416,13 @@ class Evaluator:
     def get_weights(self) -> dict[str, np.ndarray]:
         return self.policy.get_weights()
 
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+    def set_weights(
+        self, weights: dict[str, np.ndarray], obs_filter: dict[str, np.ndarray] | None = None
+    ) -> None:
+        """The learner's weights and, with an observation filter, the driver's merged statistics."""
         self.policy.set_weights(weights)
+        if obs_filter is not None and self.obs_filter is not None:
+            self.obs_filter.sync(obs_filter)
 
     def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(self, *args)`` where this evaluator lives (in-process or on a Ray actor)."""
@@ -509,10 +540,16 @@ class WorkerSet:
         ids = self.remote_worker_ids if worker_ids is None else [i for i in worker_ids if i in self._slots]
         if not ids:
             return
-        ref = self._remote.ray.put(self.local_worker.get_weights())
+        ray = self._remote.ray
+        ref = ray.put(self.local_worker.get_weights())
         self.last_weights_ref = ref
+        obs_filter = self.local_worker.obs_filter
+        filter_ref = None if obs_filter is None else ray.put(obs_filter.get_state())
         for worker_id in ids:
-            self._slots[worker_id].set_weights.remote(ref)
+            if filter_ref is None:
+                self._slots[worker_id].set_weights.remote(ref)
+            else:  # the driver's merged observation-filter statistics travel with the weights
+                self._slots[worker_id].set_weights.remote(ref, filter_ref)
 
     # --- env statistics ---------------------------------------------------------
     def get_env_state(self) -> dict[str, np.ndarray]:
@@ -695,6 +732,9 @@ class WorkerSet:
                 self._remote.raise_if_not_failure(err)
                 self.replace_worker(worker_id, handle, err)
                 metrics = {"episodes": []}
+            delta = metrics.pop(OBS_FILTER_DELTA, None)
+            if delta is not None and self.local_worker.obs_filter is not None:
+                self.local_worker.obs_filter.merge_delta(delta)  # the global filter
             metrics["env_steps"] = self._delivered_steps.get(worker_id, 0)
             self._delivered_steps[worker_id] = 0
             out.append(metrics)

@@ -106,8 +106,11 @@ class RemoteEvaluator:
     def pop_metrics(self) -> dict[str, Any]:
         return self.evaluator.pop_metrics()
 
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        self.evaluator.set_weights(writable(weights))
+    def set_weights(
+        self, weights: dict[str, np.ndarray], obs_filter: dict[str, np.ndarray] | None = None
+    ) -> None:
+        """The learner's weights, and the driver's merged observation-filter statistics (if any)."""
+        self.evaluator.set_weights(writable(weights), obs_filter)
 
     def get_weights(self) -> dict[str, np.ndarray]:
         return self.evaluator.get_weights()

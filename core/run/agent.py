@@ -49,6 +49,37 @@ def load_env_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return {k.removeprefix("env/"): v for k, v in arrays.items() if k.startswith("env/")}
 
 
+def load_obs_filter_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The global observation-filter statistics a checkpoint holds (empty without ``model.observation_filter``)."""
+    from rlgear.execution.observation_filter import OBS_FILTER_PREFIX
+
+    arrays, _, _, _ = ckpt.read(ckpt.resolve_path(path))
+    return {
+        k.removeprefix(OBS_FILTER_PREFIX): v for k, v in arrays.items() if k.startswith(OBS_FILTER_PREFIX)
+    }
+
+
+def frozen_obs_filter(folder: Path, model_config: Any, observation_space: Any) -> Any:
+    """The checkpoint's observation filter, frozen (evaluation does not update it), or None when off."""
+    from rlgear.execution.observation_filter import make_observation_filter
+
+    obs_filter = make_observation_filter(model_config, observation_space)
+    if obs_filter is None:
+        return None
+    state = load_obs_filter_state(folder)
+    if not state:
+        raise CheckpointError(
+            f"{folder}: the checkpoint holds no observation filter statistics, but "
+            "model.observation_filter is mean_std"
+        )
+    try:
+        obs_filter.set_state(state, str(folder))
+    except ValueError as err:
+        raise CheckpointError(str(err)) from err
+    obs_filter.frozen = True
+    return obs_filter
+
+
 @dataclasses.dataclass
 class Evaluation:
     """What :func:`evaluate_checkpoint` ran: the checkpoint, episode summaries, videos written."""
@@ -108,6 +139,11 @@ def evaluate_checkpoint(
         except CheckpointError as err:
             raise CheckpointError(f"{folder}: {err}") from err
         evaluator.env.freeze_statistics()
+        if evaluator.obs_filter is not None:  # the training run's statistics, frozen
+            # (evaluate() resets the envs first, so every observation it acts on goes through this one)
+            evaluator.obs_filter = frozen_obs_filter(
+                folder, config.model, evaluator.preprocessor.observation_space
+            )
         if video is not None:
             video.arm(episodes)  # after the evaluator's first reset: only the episodes evaluated record
         finished = evaluator.evaluate(episodes, explore=explore)
@@ -131,9 +167,13 @@ class LoadedPolicy:
         config: RunConfig,
         env_state: dict[str, np.ndarray] | None = None,
         preprocessor: ObservationPreprocessor | None = None,
+        obs_filter: Any = None,
     ):
         self.policy = policy
         self.config = config
+        #: The checkpoint's observation filter (``model.observation_filter``), frozen, or None:
+        #: :meth:`compute_actions` applies it to the raw observations it is given.
+        self.obs_filter = obs_filter
         #: The checkpoint's env statistics (``env.wrappers_vector``: e.g.
         #: ``wrappers_vector/0/obs_rms/mean``); observations given to this policy must be
         #: transformed as those wrappers did in training.
@@ -160,11 +200,14 @@ class LoadedPolicy:
             mask = prep.checked_mask(mask, step_type, blocks)
         action_dtype = np.int64 if isinstance(space, Discrete | MultiDiscrete) else np.float32
         action_shape = (flat_action_dim(space),) if isinstance(space, Tuple | Dict) else space.shape
+        observations = prep.transform(observations)
+        if self.obs_filter is not None:
+            observations = self.obs_filter.apply(observations)
         timestep = TimeStep(
             step_type=step_type,
             reward=np.zeros(n, dtype=np.float32),
             discount=np.ones(n, dtype=np.float32),
-            observation=prep.transform(observations),
+            observation=observations,
             prev_action=np.zeros((n, *action_shape), dtype=action_dtype),
             env_id=np.arange(n, dtype=np.int32),
             action_mask=mask,
@@ -214,4 +257,5 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy
         policy.set_weights(load_weights(folder))
     except ValueError as err:
         raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
-    return LoadedPolicy(policy, config, load_env_state(folder), preprocessor)
+    obs_filter = frozen_obs_filter(folder, config.model, policy.observation_space)
+    return LoadedPolicy(policy, config, load_env_state(folder), preprocessor, obs_filter)

@@ -12,6 +12,7 @@ LAST with discount 1.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import math
 import warnings
 from collections.abc import Sequence
@@ -93,7 +94,39 @@ def _make_env(
     return gymnasium_wrappers.apply(_make_bare_env(name, kwargs, horizon), wrappers)
 
 
+#: The entry-point group through which env packages register a namespace of ids (e.g. MinAtar).
+ENV_PLUGIN_GROUP = "gymnasium.envs"
+
+
+def register_env_plugin(name: str) -> None:
+    """Register the namespace of an id ``Namespace/Env-vN`` from its package's ``gymnasium.envs`` entry point.
+
+    Why: some packages (MinAtar's ``MinAtar/Breakout-v1`` ...) register their ids only
+    through an entry point of that group named after the namespace, which gym and
+    gymnasium < 1.0 loaded on import and gymnasium 1.x no longer does. Loading just
+    the entry point of the id's own namespace, when the id is not registered yet,
+    keeps ``env.name: MinAtar/Breakout-v1`` working without importing every
+    installed env package. Anything else is left to gymnasium's own errors.
+    """
+    if ":" in name or "/" not in name or name in gym.registry:
+        return
+    namespace = name.split("/", 1)[0]
+    for entry_point in importlib.metadata.entry_points(group=ENV_PLUGIN_GROUP, name=namespace):
+        try:
+            register = entry_point.load()
+            if callable(register):
+                register()
+        except Exception as err:
+            raise PluginError(
+                f"env.name: {name}: the '{ENV_PLUGIN_GROUP}' entry point '{namespace}' of "
+                f"{entry_point.value} failed to register its envs: {type(err).__name__}: {err}"
+            ) from err
+        if name in gym.registry:
+            return
+
+
 def _make_bare_env(name: str, kwargs: dict[str, Any], horizon: int | None) -> gym.Env:
+    register_env_plugin(name)  # also here: async vector envs build their envs in fresh processes
     if ":" in name:
         try:
             target = resolve_object(name, "env.name")
@@ -136,6 +169,7 @@ def _recorded(env: gym.Env, video: VideoRequest, name: str) -> gym.Env:
 def _check_name(name: str) -> None:
     if ":" in name:
         return
+    register_env_plugin(name)
     if name not in gym.registry:
         raise ConfigError(
             f"env.name: unknown gymnasium env '{name}'{did_you_mean(name, gym.registry.keys())} "

@@ -14,7 +14,16 @@ import numpy as np
 from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
-from rlgear.plugins.backends.tf import ACTIVATIONS, Dense, TFPolicy, build_model, named_variables, tf
+from rlgear.plugins.backends.tf import (
+    ACTIVATIONS,
+    ConvEncoder,
+    Dense,
+    TFPolicy,
+    build_model,
+    conv_encoder,
+    named_variables,
+    tf,
+)
 from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Discrete, Space, flat_dim
@@ -26,17 +35,24 @@ class QNetwork(tf.Module):
 
     With ``dueling``, ``Q = V + A - mean(A)`` (Wang et al. 2016, eq. 9). Returns
     ``(q_values, None)`` (the backend's model contract). Weight names:
-    ``q/hidden_<i>/{kernel,bias}``, then ``q/output/...`` or ``q/value/...`` and
-    ``q/advantage/...``; kernels ``[in, out]``.
+    ``q/conv_<i>/{kernel,bias}`` (image observations), ``q/hidden_<i>/{kernel,bias}``, then
+    ``q/output/...`` or ``q/value/...`` and ``q/advantage/...``; kernels ``[in, out]``.
     """
 
     def __init__(
-        self, obs_dim: int, num_actions: int, model_config: Any, dueling: bool, rng: np.random.Generator
+        self,
+        obs_dim: int,
+        num_actions: int,
+        model_config: Any,
+        dueling: bool,
+        rng: np.random.Generator,
+        encoder: ConvEncoder | None = None,
     ):
         super().__init__()
         ortho = model_config.orthogonal_init
+        self.encoder = encoder
         self.hidden = []
-        in_dim = obs_dim
+        in_dim = obs_dim if encoder is None else encoder.output_dim
         for size in model_config.hidden_sizes:
             self.hidden.append(Dense(in_dim, size, math.sqrt(2) if ortho else None, rng))
             in_dim = size
@@ -50,7 +66,7 @@ class QNetwork(tf.Module):
             self.output = Dense(in_dim, num_actions, head_gain, rng)
 
     def __call__(self, obs: tf.Tensor) -> tuple[tf.Tensor, None]:
-        features = obs
+        features = obs if self.encoder is None else self.encoder(obs)
         for layer in self.hidden:
             features = self.activation(layer(features))
         if not self.dueling:
@@ -59,7 +75,7 @@ class QNetwork(tf.Module):
         return self.value(features) + advantages - tf.reduce_mean(advantages, axis=-1, keepdims=True), None
 
     def named_variables(self) -> list[tuple[str, tf.Variable]]:
-        out = []
+        out = [] if self.encoder is None else self.encoder.named("q")
         for i, layer in enumerate(self.hidden):
             out += layer.named(f"q/hidden_{i}")
         for head in ("value", "advantage") if self.dueling else ("output",):
@@ -111,6 +127,7 @@ class DQNTFPolicy(TargetNetworkState, TFPolicy):
             model_config,
             self.config.training.dueling,
             self.init_rng,
+            conv_encoder(self.observation_space, model_config, self.init_rng),
         )
 
     # --- acting -------------------------------------------------------------------

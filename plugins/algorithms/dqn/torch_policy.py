@@ -14,7 +14,7 @@ from torch.nn import functional as F
 from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
-from rlgear.plugins.backends.torch import TorchPolicy, build_model
+from rlgear.plugins.backends.torch import ConvEncoder, TorchPolicy, build_model, conv_encoder
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
 from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
@@ -45,16 +45,28 @@ class QNetwork(nn.Module):
     with the Q-values as ``dist_inputs`` and no separate value output, so a
     ``model.custom`` network can stand in for it.
 
-    Framework-neutral weight names: ``q/hidden_<i>/{kernel,bias}``, then
-    ``q/output/...`` or, dueling, ``q/value/...`` and ``q/advantage/...``;
-    kernels are ``[in, out]``.
+    Image observations go through the conv trunk first (``model.conv_filters``,
+    as in Mnih et al. 2015).
+
+    Framework-neutral weight names: ``q/conv_<i>/{kernel,bias}`` (images only),
+    ``q/hidden_<i>/{kernel,bias}``, then ``q/output/...`` or, dueling,
+    ``q/value/...`` and ``q/advantage/...``; kernels are ``[in, out]`` (conv:
+    ``[kh, kw, in, out]``).
     """
 
-    def __init__(self, obs_dim: int, num_actions: int, model_config: Any, dueling: bool):
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        model_config: Any,
+        dueling: bool,
+        encoder: ConvEncoder | None = None,
+    ):
         super().__init__()
         ortho = model_config.orthogonal_init
+        self.encoder = encoder
         layers: list[nn.Module] = []
-        in_dim = obs_dim
+        in_dim = obs_dim if encoder is None else encoder.output_dim
         for size in model_config.hidden_sizes:
             layers += [
                 _linear(in_dim, size, math.sqrt(2) if ortho else None),
@@ -70,6 +82,8 @@ class QNetwork(nn.Module):
             self.output = _linear(in_dim, num_actions, 1.0 if ortho else None)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, None]:
+        if self.encoder is not None:
+            obs = self.encoder(obs)
         features = self.hidden(obs)
         if not self.dueling:
             return self.output(features), None
@@ -77,7 +91,7 @@ class QNetwork(nn.Module):
         return self.value(features) + advantages - advantages.mean(dim=-1, keepdim=True), None
 
     def weight_names(self) -> dict[str, str]:
-        names = {}
+        names = {} if self.encoder is None else self.encoder.weight_names("q", "encoder")
         linears = [i for i, module in enumerate(self.hidden) if isinstance(module, nn.Linear)]
         for index, position in enumerate(linears):
             names[f"hidden.{position}.weight"] = f"q/hidden_{index}/kernel"
@@ -116,7 +130,11 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
         if model_config.custom:  # its dist_inputs are read as the Q-values
             return build_model(self.observation_space, self.action_space, self.num_outputs, model_config)
         return QNetwork(
-            flat_dim(self.observation_space), self.num_outputs, model_config, self.config.training.dueling
+            flat_dim(self.observation_space),
+            self.num_outputs,
+            model_config,
+            self.config.training.dueling,
+            conv_encoder(self.observation_space, model_config),
         )
 
     # --- acting -------------------------------------------------------------------
@@ -209,9 +227,7 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
         """The target network's weights, named and laid out like :meth:`get_weights`."""
         out = {}
         for name, param in self.target_model.named_parameters():
-            value = param.detach().numpy()
-            if self._is_kernel(name) and value.ndim == 2:
-                value = value.T
+            value = self.to_neutral_layout(name, param.detach().numpy())
             out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         return out
 

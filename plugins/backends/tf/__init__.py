@@ -18,9 +18,11 @@ from rlgear.plugins.backends.tf.losses import actor_critic_loss, normalize_advan
 from rlgear.plugins.backends.tf.models import (
     ACTIVATIONS,
     ActorCriticMLP,
+    ConvEncoder,
     Dense,
     DenseStack,
     build_model,
+    conv_encoder,
     named_variables,
 )
 from rlgear.plugins.backends.tf.policy import TFPolicy
@@ -30,6 +32,7 @@ __all__ = [
     "ACTIVATIONS",
     "ActorCriticMLP",
     "Categorical",
+    "ConvEncoder",
     "Dense",
     "DenseStack",
     "DiagGaussian",
@@ -37,6 +40,7 @@ __all__ = [
     "TFPolicy",
     "actor_critic_loss",
     "build_model",
+    "conv_encoder",
     "distribution_class",
     "named_variables",
     "normalize_advantages",

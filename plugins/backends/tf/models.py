@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.config.conv import ConvSpec, conv_layers
 from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.plugins.backends.tf.runtime import tf
@@ -110,18 +111,83 @@ class DenseStack(tf.Module):
         return out
 
 
+class ConvEncoder(tf.Module):
+    """Flat ``[B, H * W * C]`` images -> conv layers (ReLU, no padding) -> ``[B, features]`` in HWC order.
+
+    The torch ``ConvEncoder``'s twin (see :mod:`rlgear.config.conv`); TF convolves
+    in NHWC with ``[kh, kw, in, out]`` filters, the neutral layout itself.
+    ``orthogonal_init`` draws each filter as torch does, an orthogonal
+    ``[out, in * kh * kw]`` matrix; without it, torch's ``nn.Conv2d`` default
+    (uniform in ``±1/sqrt(in * kh * kw)`` for kernel and bias).
+    """
+
+    def __init__(self, spec: ConvSpec, orthogonal_init: bool, rng: np.random.Generator):
+        super().__init__()
+        self.image_shape = spec.image_shape
+        self.scale = spec.scale
+        self.output_dim = spec.output_dim
+        self.strides = []
+        self.kernels = []
+        self.biases = []
+        for layer in spec.layers:
+            k, c_in, c_out = layer.kernel, layer.in_channels, layer.out_channels
+            fan_in = c_in * k * k
+            if orthogonal_init:
+                # orthogonal() gives [fan_in, out] from torch's [out, fan_in] orientation
+                matrix = orthogonal(rng, fan_in, c_out, math.sqrt(2))
+                kernel = matrix.T.reshape(c_out, c_in, k, k).transpose(2, 3, 1, 0)
+                bias = np.zeros(c_out, dtype=np.float32)
+            else:
+                bound = 1.0 / math.sqrt(fan_in)
+                kernel = rng.uniform(-bound, bound, (k, k, c_in, c_out))
+                bias = rng.uniform(-bound, bound, c_out)
+            self.kernels.append(tf.Variable(np.ascontiguousarray(kernel, dtype=np.float32), name="kernel"))
+            self.biases.append(tf.Variable(bias.astype(np.float32), name="bias"))
+            self.strides.append(layer.stride)
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+        x = tf.reshape(obs, [-1, *self.image_shape])
+        if self.scale != 1.0:
+            x = x * self.scale
+        for kernel, bias, stride in zip(self.kernels, self.biases, self.strides, strict=True):
+            x = tf.nn.relu(tf.nn.conv2d(x, kernel, stride, "VALID") + bias)
+        return tf.reshape(x, [tf.shape(x)[0], self.output_dim])
+
+    def named(self, prefix: str) -> list[tuple[str, tf.Variable]]:
+        out = []
+        for i, (kernel, bias) in enumerate(zip(self.kernels, self.biases, strict=True)):
+            out += [(f"{prefix}/conv_{i}/kernel", kernel), (f"{prefix}/conv_{i}/bias", bias)]
+        return out
+
+
+def conv_encoder(observation_space: Space, model_config: Any, rng: np.random.Generator) -> ConvEncoder | None:
+    """The conv trunk for an image space (``model.conv_filters``), else None."""
+    spec = conv_layers(observation_space, model_config)
+    return None if spec is None else ConvEncoder(spec, bool(model_config.orthogonal_init), rng)
+
+
 class ActorCriticMLP(tf.Module):
     """Policy and value MLPs (separate, or sharing their hidden layers), as the torch catalog's.
 
     Framework-neutral weight names: ``policy/hidden_<i>/{kernel,bias}``,
     ``value/hidden_<i>/...`` (or ``shared/hidden_<i>/...``), ``policy/output/...``,
     ``value/output/...`` and ``policy/log_std``; kernels are ``[in, out]``.
+    With an ``encoder`` (images), one conv trunk ``shared/conv_<i>/...`` feeds both.
     """
 
     def __init__(
-        self, obs_dim: int, num_outputs: int, continuous: bool, model_config: Any, rng: np.random.Generator
+        self,
+        obs_dim: int,
+        num_outputs: int,
+        continuous: bool,
+        model_config: Any,
+        rng: np.random.Generator,
+        encoder: ConvEncoder | None = None,
     ):
         super().__init__()
+        self.encoder = encoder
+        if encoder is not None:
+            obs_dim = encoder.output_dim
         sizes = list(model_config.hidden_sizes)
         act = model_config.activation
         ortho = model_config.orthogonal_init
@@ -144,6 +210,8 @@ class ActorCriticMLP(tf.Module):
             )
 
     def __call__(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        if self.encoder is not None:
+            obs = self.encoder(obs)
         if self.shared:
             hidden = self.shared_body(obs)
             logits, values = self.policy_output(hidden), self.value_output(hidden)
@@ -161,6 +229,8 @@ class ActorCriticMLP(tf.Module):
         """
         bodies = ["shared"] if self.shared else ["policy", "value"]
         out = [("policy/log_std", self.log_std)] if self.continuous else []
+        if self.encoder is not None:
+            out += self.encoder.named("shared")
         for body in bodies:
             out += getattr(self, f"{body}_body").named(body)
         out += self.policy_output.named("policy/output") + self.value_output.named("value/output")
@@ -205,6 +275,7 @@ def build_model(
         return model
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    encoder = conv_encoder(observation_space, model_config, rng)
     return ActorCriticMLP(
-        flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config, rng
+        flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config, rng, encoder
     )

@@ -209,6 +209,7 @@ class TFPolicy(Policy):
             model_config.numpy_inference
             and isinstance(self.model, ActorCriticMLP)
             and isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+            and self.model.encoder is None  # the numpy twin is MLP-only
         ):
             return None
         seed = None if self.config.seed is None else self.config.seed + 1

@@ -14,17 +14,19 @@ from rlgear.plugins.backends.torch.distributions import (
     distribution_class,
 )
 from rlgear.plugins.backends.torch.losses import actor_critic_loss, normalize_advantages
-from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
+from rlgear.plugins.backends.torch.models import ActorCriticMLP, ConvEncoder, build_model, conv_encoder
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 
 __all__ = [
     "ActorCriticMLP",
     "Categorical",
+    "ConvEncoder",
     "DiagGaussian",
     "TorchBackend",
     "TorchPolicy",
     "actor_critic_loss",
     "build_model",
+    "conv_encoder",
     "distribution_class",
     "normalize_advantages",
 ]

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlgear.config.conv import ConvSpec, conv_layers
 from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.spaces import Box, Space, flat_dim
@@ -30,14 +31,14 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 
 def orthogonal_(weight: torch.Tensor, gain: float) -> None:
-    """``torch.nn.init.orthogonal_`` with the QR step in numpy.
+    """``torch.nn.init.orthogonal_`` with the QR step in numpy (conv kernels as ``[out, in * kh * kw]``).
 
     Same algorithm and the same draws from torch's RNG (Saxe et al. 2014: QR of
     a Gaussian matrix, signs fixed by R's diagonal); numpy's QR avoids paging in
     torch's LAPACK kernels, about 20 MB of resident memory for a process that
     otherwise never uses them.
     """
-    rows, cols = weight.shape
+    rows, cols = weight.shape[0], weight[0].numel()
     gaussian = torch.randn(rows, cols).numpy().astype(np.float64)
     if rows < cols:
         gaussian = gaussian.T
@@ -46,7 +47,7 @@ def orthogonal_(weight: torch.Tensor, gain: float) -> None:
     if rows < cols:
         q = q.T
     with torch.no_grad():
-        weight.copy_(torch.from_numpy((gain * q).astype(np.float32)))
+        weight.copy_(torch.from_numpy((gain * q).astype(np.float32)).view_as(weight))
 
 
 def _dense_stack(in_dim: int, sizes: list[int], activation: str, gain: float | None) -> nn.Sequential:
@@ -69,16 +70,84 @@ def _head(in_dim: int, out_dim: int, gain: float | None) -> nn.Linear:
     return linear
 
 
+class ConvEncoder(nn.Module):
+    """Flat ``[B, H * W * C]`` images -> conv layers (ReLU) -> ``[B, features]`` in HWC order.
+
+    See :mod:`rlgear.config.conv` for the layout contract; torch convolves in NCHW,
+    so the input is permuted in and the output permuted back before flattening.
+    """
+
+    def __init__(self, spec: ConvSpec, orthogonal_init: bool):
+        super().__init__()
+        self.image_shape = spec.image_shape
+        self.scale = spec.scale
+        self.output_dim = spec.output_dim
+        self.convs = nn.ModuleList()
+        for layer in spec.layers:
+            conv = nn.Conv2d(layer.in_channels, layer.out_channels, layer.kernel, layer.stride)
+            if orthogonal_init:
+                orthogonal_(conv.weight, math.sqrt(2))
+                nn.init.zeros_(conv.bias)
+            self.convs.append(conv)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.reshape(-1, *self.image_shape).permute(0, 3, 1, 2)
+        if self.scale != 1.0:
+            x = x * self.scale
+        for conv in self.convs:
+            x = torch.relu(conv(x))
+        return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+
+    def weight_names(self, prefix: str, attribute: str) -> dict[str, str]:
+        """``{torch parameter name: neutral name}``, the module being held as ``attribute``."""
+        names = {}
+        for i in range(len(self.convs)):
+            names[f"{attribute}.convs.{i}.weight"] = f"{prefix}/conv_{i}/kernel"
+            names[f"{attribute}.convs.{i}.bias"] = f"{prefix}/conv_{i}/bias"
+        return names
+
+
+def conv_encoder(observation_space: Space, model_config: Any) -> ConvEncoder | None:
+    """The conv trunk for an image space (``model.conv_filters``), else None."""
+    spec = conv_layers(observation_space, model_config)
+    return None if spec is None else ConvEncoder(spec, bool(model_config.orthogonal_init))
+
+
+def to_neutral_kernel(value: np.ndarray) -> np.ndarray:
+    """torch layout -> neutral: dense ``[out, in]`` -> ``[in, out]``; conv ``[out, in, kh, kw]`` ->
+    ``[kh, kw, in, out]``."""
+    return value.transpose(2, 3, 1, 0) if value.ndim == 4 else value.T
+
+
+def from_neutral_kernel(value: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`to_neutral_kernel`."""
+    return value.transpose(3, 2, 0, 1) if value.ndim == 4 else value.T
+
+
 class ActorCriticMLP(nn.Module):
     """Policy and value MLPs (separate, or sharing their hidden layers).
 
     Framework-neutral weight names: ``policy/hidden_<i>/{kernel,bias}``,
     ``value/hidden_<i>/...`` (or ``shared/hidden_<i>/...``), ``policy/output/...``,
     ``value/output/...`` and ``policy/log_std``; kernels are ``[in, out]``.
+
+    With an ``encoder`` (the conv trunk of image observations) both MLPs read
+    its features: one trunk, shared by the policy and the value function, as in
+    Mnih et al. 2016 and the PPO Atari setup; its weights are ``shared/conv_<i>/...``.
     """
 
-    def __init__(self, obs_dim: int, num_outputs: int, continuous: bool, model_config: Any):
+    def __init__(
+        self,
+        obs_dim: int,
+        num_outputs: int,
+        continuous: bool,
+        model_config: Any,
+        encoder: ConvEncoder | None = None,
+    ):
         super().__init__()
+        self.encoder = encoder
+        if encoder is not None:
+            obs_dim = encoder.output_dim
         sizes = list(model_config.hidden_sizes)
         act = model_config.activation
         ortho = model_config.orthogonal_init
@@ -99,6 +168,8 @@ class ActorCriticMLP(nn.Module):
             self.log_std = nn.Parameter(torch.full((head_outputs,), float(model_config.init_log_std)))
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.encoder is not None:
+            obs = self.encoder(obs)
         if self.shared:
             hidden = self.shared_body(obs)
             logits, values = self.policy_output(hidden), self.value_output(hidden)
@@ -110,7 +181,7 @@ class ActorCriticMLP(nn.Module):
         return logits, values.squeeze(-1)
 
     def weight_names(self) -> dict[str, str]:
-        names = {}
+        names = {} if self.encoder is None else self.encoder.weight_names("shared", "encoder")
         bodies = ["shared_body"] if self.shared else ["policy_body", "value_body"]
         for body in bodies:
             prefix = body.removesuffix("_body")
@@ -153,5 +224,9 @@ def build_model(
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
     return ActorCriticMLP(
-        flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config
+        flat_dim(observation_space),
+        num_outputs,
+        isinstance(action_space, Box),
+        model_config,
+        conv_encoder(observation_space, model_config),
     )

@@ -16,7 +16,12 @@ import torch
 from rlgear.execution.inference import NumpyActorCritic
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.distributions import distribution_class
-from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
+from rlgear.plugins.backends.torch.models import (
+    ActorCriticMLP,
+    build_model,
+    from_neutral_kernel,
+    to_neutral_kernel,
+)
 from rlgear.plugins.backends.torch.optimizers import make_optimizer
 from rlgear.policy import Policy, PolicyState, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
@@ -85,6 +90,7 @@ class TorchPolicy(Policy):
             model_config.numpy_inference
             and isinstance(self.model, ActorCriticMLP)
             and isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+            and self.model.encoder is None  # the numpy twin is MLP-only
         ):
             return None
         seed = None if self.config.seed is None else self.config.seed + 1
@@ -216,9 +222,7 @@ class TorchPolicy(Policy):
             # gets a zero gradient: apply_gradients expects every weight, as on TF.
             value = torch.zeros_like(param) if param.grad is None else param.grad.detach()
             norms.append(value.norm())
-            value = value.numpy()
-            if self._is_kernel(name) and value.ndim == 2:
-                value = value.T
+            value = self.to_neutral_layout(name, value.numpy())
             grads[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         self.optimizer.zero_grad()
         out = {key: float(value) for key, value in stats.items()}
@@ -261,14 +265,19 @@ class TorchPolicy(Policy):
     def get_weights(self) -> dict[str, np.ndarray]:
         out = {}
         for name, param in self.model.named_parameters():
-            value = param.detach().numpy()
-            if self._is_kernel(name) and value.ndim == 2:
-                value = value.T  # torch Linear stores [out, in]; neutral kernels are [in, out]
+            value = self.to_neutral_layout(name, param.detach().numpy())
             out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         return out
 
     def _is_kernel(self, name: str) -> bool:
         return name.endswith("weight") and self._weight_names[name].endswith("kernel")
+
+    def to_neutral_layout(self, name: str, value: np.ndarray) -> np.ndarray:
+        """Parameter ``name``'s array in the neutral layout: dense kernels ``[in, out]`` (torch stores
+        ``[out, in]``), conv kernels ``[kh, kw, in, out]`` (torch: ``[out, in, kh, kw]``); others as is."""
+        if self._is_kernel(name) and value.ndim in (2, 4):
+            return to_neutral_kernel(value)
+        return value
 
     def _torch_layout(self, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Check every weight against the model (neutral layout), then convert; nothing is changed here."""
@@ -279,14 +288,15 @@ class TorchPolicy(Policy):
         for name, param in self.model.named_parameters():
             neutral = self._weight_names[name]
             value = np.asarray(weights[neutral])
-            expected = (
-                tuple(param.shape)[::-1] if self._is_kernel(name) and param.ndim == 2 else tuple(param.shape)
-            )
+            # a zero-copy view of the parameter's shape, laid out as the neutral dict holds it
+            expected = self.to_neutral_layout(name, np.broadcast_to(np.float32(0), tuple(param.shape))).shape
             if tuple(value.shape) != expected:
                 raise ValueError(
                     f"weight '{neutral}' has shape {tuple(value.shape)}, the model expects {expected}"
                 )
-            out[name] = value.T if self._is_kernel(name) and value.ndim == 2 else value
+            out[name] = (
+                from_neutral_kernel(value) if self._is_kernel(name) and value.ndim in (2, 4) else value
+            )
         return out
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:

@@ -1,0 +1,112 @@
+"""The conv trunk of image observations, described once for every backend.
+
+An observation space is an *image* when it is a rank-3 Box ``[H, W, C]``
+(channels last, gymnasium's and Atari's layout). Models receive observations
+flat, ``[B, H * W * C]`` in HWC order (what ``flatten_observations`` makes of
+the image), reshape them to ``[B, H, W, C]``, scale them (uint8 by 1/255,
+everything else as is), run the conv layers (no padding, as in Mnih et al.
+2015 and the MinAtar paper) and flatten the result in HWC order again. That
+order is fixed here so a checkpoint's first dense kernel means the same thing
+on torch (NCHW inside) and TF (NHWC).
+
+Framework-neutral conv kernels are ``[kh, kw, in, out]`` (TF's layout; torch's
+``[out, in, kh, kw]`` is transposed on the way out and in, like dense kernels).
+
+The backends build their layers from :func:`conv_layers`, which also holds the
+defaults and the config errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlgear.errors import ConfigError
+from rlgear.spaces import Box, Space
+
+#: Mnih et al. 2015 (Nature DQN), for 84x84 Atari frames.
+NATURE_FILTERS = [[32, 8, 4], [64, 4, 2], [64, 3, 1]]
+#: Young & Tian 2019 (MinAtar): one 16-channel 3x3 stride-1 layer for 10x10 inputs.
+MINATAR_FILTERS = [[16, 3, 1]]
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """One conv layer: ``in_channels -> out_channels``, square ``kernel``, ``stride``, no padding."""
+
+    in_channels: int
+    out_channels: int
+    kernel: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """The conv trunk of an image space: input shape and scale, layers, and the flat output width."""
+
+    image_shape: tuple[int, int, int]  # H, W, C
+    scale: float  # multiplies the observation before the first layer (1/255 for uint8)
+    layers: tuple[ConvLayer, ...]
+    output_shape: tuple[int, int, int]  # H', W', C' after the last layer
+
+    @property
+    def output_dim(self) -> int:
+        return int(np.prod(self.output_shape))
+
+
+def is_image(space: Space) -> bool:
+    """A rank-3 Box ``[H, W, C]``: what the conv trunk takes."""
+    return isinstance(space, Box) and len(space.shape) == 3
+
+
+def default_filters(height: int, width: int) -> list[list[int]]:
+    """The Nature-DQN stack when the image is large enough for it (36x36 and up), else MinAtar's."""
+    return NATURE_FILTERS if min(height, width) >= 36 else MINATAR_FILTERS
+
+
+def conv_layers(space: Space, model_config: Any) -> ConvSpec | None:
+    """The conv trunk for ``space`` from ``model.conv_filters``, or None if ``space`` is not an image.
+
+    Raises ConfigError naming ``model.conv_filters`` for a malformed entry or a
+    stack that shrinks the image below 1x1 (saying which layer and the sizes).
+    """
+    filters = getattr(model_config, "conv_filters", None)
+    if not is_image(space):
+        if filters:
+            raise ConfigError(
+                f"model.conv_filters: set, but the observation space {space!r} is not an image "
+                "(a rank-3 Box [height, width, channels]); remove it for flat observations"
+            )
+        return None
+    height, width, channels = (int(d) for d in space.shape)
+    if filters is None:
+        filters = default_filters(height, width)
+    if not filters:
+        raise ConfigError("model.conv_filters: expected at least one [out_channels, kernel, stride] layer")
+    layers = []
+    h, w, c = height, width, channels
+    for i, entry in enumerate(filters):
+        if not (
+            isinstance(entry, list | tuple)
+            and len(entry) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in entry)
+        ):
+            raise ConfigError(
+                f"model.conv_filters[{i}]: expected [out_channels, kernel, stride] (three positive "
+                f"integers), got {entry!r}"
+            )
+        out_channels, kernel, stride = entry
+        next_h, next_w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        if h < kernel or w < kernel:
+            raise ConfigError(
+                f"model.conv_filters[{i}]: kernel {kernel} does not fit the {h}x{w} input of layer {i} "
+                f"(image {height}x{width}x{channels}; every layer shrinks it, without padding, to "
+                f"(size - kernel) // stride + 1); use fewer or smaller layers"
+            )
+        layers.append(ConvLayer(c, out_channels, kernel, stride))
+        h, w, c = next_h, next_w, out_channels
+    dtype = np.dtype(space.dtype)
+    scale = 1.0 / 255.0 if dtype == np.uint8 else 1.0
+    return ConvSpec((height, width, channels), scale, tuple(layers), (h, w, c))
