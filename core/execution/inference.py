@@ -139,6 +139,12 @@ class NumpyActorCritic:
     def act(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(actions, action_logp, values)``, as the framework's distributions would give."""
         head, values = self.forward(obs)
+        return self.sample(head, values, explore)
+
+    def sample(
+        self, head: np.ndarray, values: np.ndarray, explore: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(actions, action_logp, values)`` from the policy head's output (logits or means)."""
         if self.discrete:  # ufuncs' own reduce/accumulate: the ndarray methods add a Python call each
             shifted = head - np.maximum.reduce(head, axis=-1, keepdims=True)
             cdf = np.add.accumulate(np.exp(shifted), axis=-1)

@@ -109,7 +109,15 @@ def evaluate_checkpoint(
 
 
 class LoadedPolicy:
-    """A trained policy outside a trainer: ``compute_single_action(obs)``."""
+    """A trained policy outside a trainer: ``compute_single_action(obs)``.
+
+    A recurrent policy (``model.lstm``) carries its state between calls: pass
+    ``episode_start=True`` with an episode's first observation (the state goes
+    back to zeros, as the evaluator does at FIRST), then one call per step of
+    that episode. The previous action fed to the LSTM (``lstm_use_prev_action``)
+    is the one this object returned last; give ``prev_reward`` when the model
+    uses it (``lstm_use_prev_reward``).
+    """
 
     def __init__(self, policy: Any, config: RunConfig, env_state: dict[str, np.ndarray] | None = None):
         self.policy = policy
@@ -120,26 +128,58 @@ class LoadedPolicy:
         self.env_state = dict(env_state or {})
         self.observation_space = policy.observation_space
         self.action_space = policy.action_space
+        self._action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
+        #: The recurrent state per row of the last batch (empty for feed-forward policies).
+        self.state: list[np.ndarray] = []
+        self._prev_actions: np.ndarray | None = None
 
-    def compute_actions(self, observations: np.ndarray, explore: bool = False) -> np.ndarray:
-        """Actions for a batch of observations ``[B, *obs_shape]``."""
+    def compute_actions(
+        self,
+        observations: np.ndarray,
+        explore: bool = False,
+        episode_start: np.ndarray | bool = False,
+        prev_rewards: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Actions for a batch of observations ``[B, *obs_shape]``.
+
+        ``episode_start`` (``[B]`` bools, or one bool for all rows) marks rows whose
+        episode begins with this observation: their recurrent state and previous action
+        are reset. The first call, and a batch of another size than the last one, start every
+        row afresh.
+        """
         observations = np.asarray(observations)
         n = observations.shape[0]
-        action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
+        start = np.broadcast_to(np.asarray(episode_start, bool), (n,))
+        if self.policy.recurrent and (not self.state or self.state[0].shape[0] != n):
+            self.state, self._prev_actions, start = self.policy.get_initial_state(n), None, np.ones(n, bool)
+        elif not self.policy.recurrent:
+            start = np.ones(n, bool)
+        if self._prev_actions is None or self._prev_actions.shape[0] != n:
+            self._prev_actions = np.zeros((n, *self.action_space.shape), dtype=self._action_dtype)
+        for array in (*self.state, self._prev_actions):
+            array[start] = 0
         timestep = TimeStep(
-            step_type=np.full(n, StepType.MID, dtype=np.int32),
-            reward=np.zeros(n, dtype=np.float32),
+            step_type=np.where(start, StepType.FIRST, StepType.MID).astype(np.int32),
+            reward=np.zeros(n, np.float32) if prev_rewards is None else np.asarray(prev_rewards, np.float32),
             discount=np.ones(n, dtype=np.float32),
             observation=observations,
-            prev_action=np.zeros((n, *self.action_space.shape), dtype=action_dtype),
+            prev_action=self._prev_actions,
             env_id=np.arange(n, dtype=np.int32),
         )
-        actions, _, _ = self.policy.compute_actions(timestep, explore=explore)
+        actions, state, _ = self.policy.compute_actions(timestep, self.state or None, explore=explore)
+        if self.policy.recurrent:
+            self.state = [np.array(s, dtype=np.float32) for s in state]
+            self._prev_actions = np.array(actions, dtype=self._action_dtype).reshape(self._prev_actions.shape)
         return actions
 
-    def compute_single_action(self, observation: Any, explore: bool = False) -> Any:
-        """The action for one observation (greedy unless ``explore``)."""
-        action = self.compute_actions(np.asarray(observation)[None], explore=explore)[0]
+    def compute_single_action(
+        self, observation: Any, explore: bool = False, episode_start: bool = False, prev_reward: float = 0.0
+    ) -> Any:
+        """The action for one observation (greedy unless ``explore``); see the class for recurrent state."""
+        action = self.compute_actions(
+            np.asarray(observation)[None], explore=explore, episode_start=episode_start,
+            prev_rewards=np.array([prev_reward], np.float32),
+        )[0]  # fmt: skip
         return int(action) if isinstance(self.action_space, Discrete) else action
 
 

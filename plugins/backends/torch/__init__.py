@@ -13,7 +13,7 @@ from rlgear.plugins.backends.torch.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.torch.losses import actor_critic_loss, normalize_advantages
+from rlgear.plugins.backends.torch.losses import actor_critic_loss, masked_mean, normalize_advantages
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 
@@ -26,5 +26,6 @@ __all__ = [
     "actor_critic_loss",
     "build_model",
     "distribution_class",
+    "masked_mean",
     "normalize_advantages",
 ]

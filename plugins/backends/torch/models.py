@@ -133,7 +133,7 @@ class ActorCriticMLP(nn.Module):
 def build_model(
     observation_space: Space, action_space: Space, num_outputs: int, model_config: Any
 ) -> nn.Module:
-    """The catalog MLP, or the user's ``model.custom`` class."""
+    """The catalog MLP (or LSTM with ``model.lstm``), or the user's ``model.custom`` class."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
@@ -152,6 +152,10 @@ def build_model(
             ) from err
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    if getattr(model_config, "lstm", False):
+        from rlgear.plugins.backends.torch.recurrent import LSTMActorCritic
+
+        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config)
     return ActorCriticMLP(
         flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config
     )

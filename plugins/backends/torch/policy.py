@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.distributions import distribution_class
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, build_model
@@ -58,6 +59,8 @@ class TorchPolicy(Policy):
             raise TypeError(f"unsupported action space {action_space!r}")
         self.dist_class = distribution_class(action_space)
         self.num_outputs = self.dist_class.required_inputs(action_space)
+        self.recurrent = bool(getattr(config.model, "lstm", False))
+        self.max_seq_len = int(config.model.max_seq_len) if self.recurrent else 0
         self.model = self.make_model()
         self._weight_names = self._neutral_names()
         training = config.training
@@ -83,9 +86,11 @@ class TorchPolicy(Policy):
     # --- acting -------------------------------------------------------------
     def _make_fast_actor(self) -> NumpyActorCritic | None:
         model_config = self.config.model
+        seed = None if self.config.seed is None else self.config.seed + 1
+        if self.recurrent:
+            return NumpyLSTMActorCritic(self.action_space, model_config, seed) if model_config.numpy_inference else None
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
             return None
-        seed = None if self.config.seed is None else self.config.seed + 1
         return NumpyActorCritic(
             self.action_space, len(model_config.hidden_sizes), model_config.activation,
             bool(model_config.vf_share_layers), seed,
@@ -94,9 +99,17 @@ class TorchPolicy(Policy):
     def preprocess(self, observations: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(flatten_observations(self.observation_space, observations))
 
+    def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
+        if not self.recurrent:
+            return []
+        cell = int(self.config.model.lstm_cell_size)
+        return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
+
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        if self.recurrent:
+            return self._compute_recurrent_actions(timestep, state, explore)
         fast = self.fast_actor
         if fast is not None:
             if fast.version != self.weights_version:
@@ -113,6 +126,39 @@ class TorchPolicy(Policy):
                 extras[SampleBatch.VF_PREDS] = values.numpy()
         return actions.numpy().astype(self._action_dtype, copy=False), state, extras
 
+    def _compute_recurrent_actions(
+        self, timestep: TimeStep, state: list[np.ndarray] | None, explore: bool
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[str, np.ndarray]]:
+        n = np.shape(timestep.step_type)[0]
+        if state is None:
+            state = self.get_initial_state(n)
+        fast = self.fast_actor
+        if fast is not None:
+            if fast.version != self.weights_version:
+                fast.load(self.get_weights(), self.weights_version)
+            obs = flatten_observations(self.observation_space, timestep.observation)
+            actions, logp, values, new_state = fast.act(obs, state, explore, timestep.prev_action, timestep.reward)
+            return actions, new_state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
+        with torch.inference_mode():
+            dist_inputs, values, new_state = self.recurrent_step(timestep, state)
+            dist = self.dist_class(dist_inputs)
+            actions = dist.sample() if explore else dist.deterministic_sample()
+            extras = {SampleBatch.ACTION_LOGP: dist.logp(actions).numpy(), SampleBatch.VF_PREDS: values.numpy()}
+        return actions.numpy().astype(self._action_dtype, copy=False), [s.numpy() for s in new_state], extras
+
+    def recurrent_step(
+        self, timestep: TimeStep, state: list[np.ndarray]
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """One step of the framework's LSTM model: ``(dist_inputs, values, new_state)`` (for acting and
+        for tests comparing backends and the numpy twin)."""
+        return self.model(
+            self.preprocess(timestep.observation),
+            [torch.from_numpy(np.asarray(s, np.float32)) for s in state],
+            torch.from_numpy(np.asarray(timestep.prev_action)),
+            torch.from_numpy(np.asarray(timestep.reward, np.float32)),
+            1,
+        )
+
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
         with torch.inference_mode():
@@ -123,6 +169,35 @@ class TorchPolicy(Policy):
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The algorithm's loss on one minibatch of tensors; returns (loss, stats)."""
         raise TypeError(f"{type(self).__name__} must implement loss()")
+
+    def model_outputs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(dist_inputs, values)`` for the rows of a minibatch, from the model in use.
+
+        A recurrent model runs over the batch's padded sequences (``max_seq_len`` rows
+        each) from the state-in of each sequence's first row; losses then weigh rows
+        by ``batch["seq_mask"]`` (see :func:`masked_mean`).
+        """
+        if not self.recurrent:
+            return self.model(batch[SampleBatch.OBS])
+        length = self.max_seq_len
+        dist_inputs, values, _ = self.model(
+            batch[SampleBatch.OBS],
+            [batch[SampleBatch.state_in(k)][::length] for k in range(2)],
+            batch.get(SampleBatch.PREV_ACTIONS),
+            batch.get(SampleBatch.REWARDS),
+            length,
+        )
+        return dist_inputs, values
+
+    def _all_loss_columns(self) -> tuple[str, ...]:
+        if not self.recurrent:
+            return tuple(self.loss_columns)
+        extra = (SampleBatch.SEQ_MASK, SampleBatch.state_in(0), SampleBatch.state_in(1))
+        if self.config.model.lstm_use_prev_action:
+            extra += (SampleBatch.PREV_ACTIONS,)
+        if self.config.model.lstm_use_prev_reward:
+            extra += (SampleBatch.REWARDS,)
+        return tuple(dict.fromkeys((*self.loss_columns, *extra)))
 
     def _current_lr(self) -> float:
         training = self.config.training
@@ -146,17 +221,24 @@ class TorchPolicy(Policy):
         training = self.config.training
         lr = self._current_lr()
         self.optimizer.lr = lr
-        tensors = self.to_tensors(batch, self.loss_columns)
+        tensors = self.to_tensors(batch, self._all_loss_columns())
         n = len(batch)
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
+        # Recurrent: shuffle whole sequences; a minibatch holds round(size / max_seq_len) of them (>= 1).
+        length = self.max_seq_len if self.recurrent else 1
+        units = n // length
+        per_minibatch = max(1, round(minibatch / length)) if self.recurrent else minibatch
+        within = torch.arange(length)
         # Stats stay tensors until the end: one stack per stat, not a small op per stat per step.
         history: dict[str, list[torch.Tensor]] = {}
         params = self.optimizer.params
         for _ in range(epochs):
-            order = torch.from_numpy(self.rng.permutation(n))
-            for start in range(0, n, minibatch):
-                idx = order[start : start + minibatch]
+            order = torch.from_numpy(self.rng.permutation(units))
+            for start in range(0, units, per_minibatch):
+                idx = order[start : start + per_minibatch]
+                if self.recurrent:
+                    idx = (idx[:, None] * length + within).reshape(-1)
                 loss, stats = self.loss({k: v[idx] for k, v in tensors.items()})
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -193,7 +275,7 @@ class TorchPolicy(Policy):
         clips with ``training.grad_clip``, where the learner applies them. A
         parameter the loss does not reach gets a zero gradient.
         """
-        tensors = self.to_tensors(batch, self.loss_columns)
+        tensors = self.to_tensors(batch, self._all_loss_columns())
         loss, stats = self.loss(tensors)
         self.optimizer.zero_grad()
         loss.backward()
