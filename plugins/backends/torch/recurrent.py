@@ -5,10 +5,11 @@ The network and its framework-neutral weight names are documented in
 ``shared/hidden_<i>``, one LSTM layer ``lstm/{kernel,recurrent_kernel,bias}``
 (gates i, f, g, o), then ``policy/output`` and ``value/output``.
 
-The cell is written out rather than taken from ``nn.LSTM``: ``nn.LSTM`` has two
-biases (one would have to be frozen at zero and kept out of the optimizer and
-the neutral names), and it cannot reset the state inside a sequence, which
-IMPALA's fixed-length sequences need at FIRST rows.
+The layer holds its own parameters rather than an ``nn.LSTM``: ``nn.LSTM`` has two
+biases, where the neutral layout has one, so the second is a zero buffer (not a
+parameter: out of the optimizer and of the weight names) passed to torch's fused
+``torch.lstm``. Sequences with state resets inside (IMPALA's fixed-length
+sequences, reset at FIRST rows) run a written-out loop of the same cell.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class LSTMLayer(nn.Module):
         self.input_weight = nn.Parameter(torch.empty(4 * cell_size, input_size))
         self.recurrent_weight = nn.Parameter(torch.empty(4 * cell_size, cell_size))
         self.bias = nn.Parameter(torch.zeros(4 * cell_size))
+        # torch's fused LSTM takes a second (recurrent) bias; one bias is the neutral layout, so it is 0
+        self.register_buffer("_zero_bias", torch.zeros(4 * cell_size), persistent=False)
         orthogonal_(self.input_weight, 1.0)
         for gate in range(4):  # each gate's recurrent block orthogonal (Saxe et al. 2014)
             block = torch.empty(cell_size, cell_size)
@@ -48,6 +51,13 @@ class LSTMLayer(nn.Module):
         """``inputs`` ``[N, L, in]`` from ``state`` ``([N, cell], [N, cell])``; ``resets`` ``[N, L]``
         (True: zero the state before that step). Returns outputs ``[N, L, cell]`` and the last state."""
         h, c = state
+        if resets is None:  # torch's fused kernel: several times faster than the loop below, same math
+            outputs, h, c = torch.lstm(
+                inputs, (h[None], c[None]),
+                [self.input_weight, self.recurrent_weight, self.bias, self._zero_bias],
+                True, 1, 0.0, self.training, False, True,
+            )  # fmt: skip
+            return outputs, (h[0], c[0])
         cell = self.cell_size
         projected = inputs @ self.input_weight.T + self.bias  # one matmul for every step
         outputs = []
