@@ -14,7 +14,7 @@ from rlgear.plugins.backends.tf.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.tf.losses import actor_critic_loss, normalize_advantages
+from rlgear.plugins.backends.tf.losses import actor_critic_loss, masked_mean, normalize_advantages
 from rlgear.plugins.backends.tf.models import (
     ACTIVATIONS,
     ActorCriticMLP,
@@ -39,6 +39,7 @@ __all__ = [
     "build_model",
     "distribution_class",
     "named_variables",
+    "masked_mean",
     "normalize_advantages",
     "tf",
 ]
