@@ -180,3 +180,40 @@ def test_sample_cuts_rows_into_masked_sequences_of_max_seq_len(tmp_path):
     assert (np.diff(mask, axis=1) <= 0).all()  # real rows first in each sequence
     eps = batch[SB.EPS_ID].reshape(-1, 5)
     assert all(len(set(e[m > 0])) == 1 for e, m in zip(eps, mask, strict=True))
+
+
+# --- portable weights ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("source,target", [("torch", "tf"), ("tf", "torch")])
+@pytest.mark.parametrize("continuous", [False, True])
+def test_lstm_weights_act_identically_on_the_other_backend(tmp_path, source, target, continuous):
+    """Greedy actions, distribution inputs and states over a rollout with resets, framework paths on both."""
+    pytest.importorskip("tensorflow")
+    model = {"numpy_inference": False, "lstm_use_prev_action": True, "lstm_use_prev_reward": True}
+    a = make_policy(tmp_path, source, continuous, **model)
+    b = make_policy(tmp_path, target, continuous, **model)
+    b.set_weights(a.get_weights())
+    assert {k: v.shape for k, v in a.get_weights().items()} == {k: v.shape for k, v in b.get_weights().items()}
+    rng = np.random.default_rng(1)
+    n = 3
+    state_a = state_b = a.get_initial_state(n)
+    prev_action = np.zeros((n, 1), np.float32) if continuous else np.zeros(n, np.int64)
+    for step in range(8):
+        step_type = [StepType.FIRST if step == 0 or (step == 4 and i != 1) else StepType.MID for i in range(n)]
+        for i, kind in enumerate(step_type):
+            if kind == StepType.FIRST:
+                state_a = [s.copy() for s in state_a]
+                for s in state_a:
+                    s[i] = 0.0
+        state_b = [s.copy() for s in state_a]
+        ts = timestep(rng.normal(size=(n, PENDULUM_OBS.size if continuous else 4)), step_type, prev_action,
+                      rng.normal(size=n))  # fmt: skip
+        inputs_a, _, _ = a.recurrent_step(ts, state_a)
+        inputs_b, _, _ = b.recurrent_step(ts, state_b)
+        np.testing.assert_allclose(np.asarray(inputs_a), np.asarray(inputs_b), atol=1e-5)
+        actions_a, state_a, extras_a = a.compute_actions(ts, state_a, explore=False)
+        actions_b, state_b, extras_b = b.compute_actions(ts, state_b, explore=False)
+        np.testing.assert_allclose(actions_a, actions_b, atol=1e-5)
+        np.testing.assert_allclose(extras_a[SB.VF_PREDS], extras_b[SB.VF_PREDS], atol=1e-5)
+        for x, y in zip(state_a, state_b, strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-5)
+        prev_action = actions_a

@@ -150,14 +150,15 @@ class TorchPolicy(Policy):
         self, timestep: TimeStep, state: list[np.ndarray]
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """One step of the framework's LSTM model: ``(dist_inputs, values, new_state)`` (for acting and
-        for tests comparing backends and the numpy twin)."""
-        return self.model(
-            self.preprocess(timestep.observation),
-            [torch.from_numpy(np.asarray(s, np.float32)) for s in state],
-            torch.from_numpy(np.asarray(timestep.prev_action)),
-            torch.from_numpy(np.asarray(timestep.reward, np.float32)),
-            1,
-        )
+        for tests comparing backends and the numpy twin); no gradient is recorded."""
+        with torch.no_grad():
+            return self.model(
+                self.preprocess(timestep.observation),
+                [torch.from_numpy(np.asarray(s, np.float32)) for s in state],
+                torch.from_numpy(np.asarray(timestep.prev_action)),
+                torch.from_numpy(np.asarray(timestep.reward, np.float32)),
+                1,
+            )
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
