@@ -159,11 +159,13 @@ def lstm_actor_critic(
     seq_len: int,
     activation: str = "tanh",
     extra_inputs: np.ndarray | None = None,
+    resets: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The catalog LSTM actor-critic over sequences: ``(dist_inputs [N*L, k], values [N*L])``.
 
     Rows are ``N`` sequences of ``seq_len`` steps one after the other; sequence ``i``
-    starts from ``initial_h[i]``, ``initial_c[i]``. Written from the documented
+    starts from ``initial_h[i]``, ``initial_c[i]``; ``resets`` ``[N, L]`` zeroes the
+    state before the steps where it is True. Written from the documented
     contract (``rlgear.execution.lstm_inference``): the ``shared/`` MLP, then
     ``[features, extra_inputs]`` into an LSTM with gates i, f, g, o::
 
@@ -185,6 +187,9 @@ def lstm_actor_critic(
         return 1.0 / (1.0 + np.exp(-x))
 
     for t in range(seq_len):
+        if resets is not None:
+            h = np.where(resets[:, t, None], 0.0, h)
+            c = np.where(resets[:, t, None], 0.0, c)
         z = sequences[:, t] @ w["lstm/kernel"] + h @ w["lstm/recurrent_kernel"] + w["lstm/bias"]
         i, f, g, o = (z[:, k * cell : (k + 1) * cell] for k in range(4))
         c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)

@@ -229,3 +229,63 @@ def test_ppo_minibatches_are_whole_sequences_in_the_policys_shuffled_order(tmp_p
     assert stats["num_grad_updates"] == 2
     for name, value in policy.get_weights().items():
         np.testing.assert_allclose(value, weights[name], rtol=2e-3, atol=2e-5, err_msg=name)
+
+
+# --- IMPALA: whole fragments [N, T+1], the state reset at FIRST rows inside -----------------------------------
+def impala_batch(policy, seed: int = 0):
+    from tests.test_vtrace import random_episodes
+
+    rng = np.random.default_rng(seed)
+    n, steps = 3, 7
+    _, rewards, _, step_types, discounts = random_episodes(rng, T=steps, B=n, gamma=1.0)
+    batch = SB(
+        {
+            SB.OBS: rng.normal(size=(n, steps, 4)).astype(np.float32),
+            SB.ACTIONS: rng.integers(2, size=(n, steps)).astype(np.int64),
+            SB.REWARDS: rewards.T.astype(np.float32),
+            SB.DISCOUNTS: discounts.T.astype(np.float32),
+            SB.STEP_TYPES: step_types.T.astype(np.int32),
+            SB.state_in(0): (0.5 * rng.normal(size=(n, CELL))).astype(np.float32),
+            SB.state_in(1): (0.5 * rng.normal(size=(n, CELL))).astype(np.float32),
+        }
+    )
+    logp, _, _ = impala_forward(policy.get_weights(), batch)
+    batch[SB.ACTION_LOGP] = (logp + rng.uniform(-1.2, 1.2, size=logp.shape)).astype(np.float32)
+    return batch
+
+
+def impala_forward(weights, batch):
+    """Per-step ``logp, entropy, values`` ``[N, T+1]``: the LSTM along each fragment, reset at FIRST."""
+    obs = batch[SB.OBS]
+    n, steps = obs.shape[:2]
+    dist_inputs, values = lstm_actor_critic(
+        weights, obs.reshape(n * steps, -1), batch[SB.state_in(0)], batch[SB.state_in(1)], steps,
+        resets=batch[SB.STEP_TYPES] == 0,
+    )  # fmt: skip
+    logp, entropy = logp_and_entropy(dist_inputs, batch[SB.ACTIONS].reshape(-1), False)
+    return (x.reshape(n, steps) for x in (logp, entropy, values))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_impala_lstm_loss_runs_along_fragments_with_resets_at_first(tmp_path, backend, monkeypatch):
+    """IMPALA's reference loss and V-trace targets (``tests/test_impala_loss_reference.py``) with the
+    LSTM reference as the network."""
+    import tests.test_impala_loss_reference as impala_reference
+
+    policy = build(tmp_path, "impala", backend, False, {"entropy_coeff": 0.03, "vf_loss_coeff": 0.7})
+    batch = impala_batch(policy)
+    firsts = batch[SB.STEP_TYPES][:, 1:] == 0
+    assert firsts.any()  # an episode starts inside a fragment: the reset matters
+    monkeypatch.setattr(impala_reference, "forward", lambda w, b, continuous: impala_forward(w, b))
+    monkeypatch.setattr(impala_reference, "SEQUENCES", 3)
+    training = policy.config.training
+    weights = policy.get_weights()
+    vs, pg, rhos = impala_reference.vtrace_targets(weights, batch, training, False)
+    _, expected = impala_reference.reference(weights, batch, training, False, vs, pg, rhos)
+    grads = finite_difference_gradient(
+        lambda w: impala_reference.reference(w, batch, training, False, vs, pg, rhos)[0], weights
+    )
+    stats, update = sgd_step(policy, batch)
+    for key, value in expected.items():
+        assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
+    assert_update_is_sgd_on(update, grads, training.lr)

@@ -53,10 +53,26 @@ class IMPALA(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous"})
 
+    recurrent = True
+
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
-        """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept)."""
-        return SampleBatch({key: np.swapaxes(fragment[key], 0, 1) for key in SEQUENCE_COLUMNS})
+        """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept).
+
+        With ``model.lstm`` each sequence also carries the actor's state before its first step
+        (``state_in_<k>``, ``[B, cell]``) and the previous actions; the learner runs the LSTM along
+        the whole fragment, resetting the state at FIRST rows. Fixed-length sequences that cross
+        episodes, rather than padded per-episode chunks, because V-trace runs along the fragment and
+        bootstraps from its last row: a chunk cut at ``max_seq_len`` would lack that row.
+        """
+        out = {key: np.swapaxes(fragment[key], 0, 1) for key in SEQUENCE_COLUMNS}
+        if config.model.lstm:
+            out[SampleBatch.PREV_ACTIONS] = np.swapaxes(fragment[SampleBatch.PREV_ACTIONS], 0, 1)
+            for k in range(2):
+                out[SampleBatch.state_in(k)] = fragment[SampleBatch.state_in(k)][0]
+        return SampleBatch(out)
+
+    postprocess.makes_own_sequences = True  # type: ignore[attr-defined]  # the evaluator must not chop
 
     def setup(self, config: RunConfig) -> None:
         if config.workers.batch_mode != "truncate_episodes":

@@ -113,6 +113,9 @@ class TFPolicy(Policy):
     """
 
     loss_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    #: True when every batch row is already a whole sequence ``[N, T, ...]`` (IMPALA), not a row of
+    #: padded ``max_seq_len`` sequences: minibatches then pick rows as for a feed-forward policy.
+    rows_are_sequences: ClassVar[bool] = False
     #: batch columns holding observations (flattened and one-hot encoded like ``obs``)
     observation_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS,)
     #: per-row loss outputs (not averaged), passed to ``on_row_outputs``
@@ -461,16 +464,17 @@ class TFPolicy(Policy):
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
         # Recurrent: shuffle whole sequences; a minibatch holds round(size / max_seq_len) of them (>= 1).
-        length = self.max_seq_len if self.recurrent else 1
+        padded = self.recurrent and not self.rows_are_sequences
+        length = self.max_seq_len if padded else 1
         units = n // length
-        per_minibatch = max(1, round(minibatch / length)) if self.recurrent else minibatch
+        per_minibatch = max(1, round(minibatch / length)) if padded else minibatch
         within = np.arange(length, dtype=np.int32)
         results = []
         for _ in range(epochs):
             order = self.rng.permutation(units).astype(np.int32)
             for start in range(0, units, per_minibatch):
                 rows = order[start : start + per_minibatch]
-                if self.recurrent:
+                if padded:
                     rows = (rows[:, None] * length + within).reshape(-1)
                 out = step(tensors, tf.convert_to_tensor(rows))
                 self.num_grad_updates += 1

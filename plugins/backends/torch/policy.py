@@ -52,6 +52,9 @@ class TorchPolicy(Policy):
     """
 
     loss_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    #: True when every batch row is already a whole sequence ``[N, T, ...]`` (IMPALA), not a row of
+    #: padded ``max_seq_len`` sequences: minibatches then pick rows as for a feed-forward policy.
+    rows_are_sequences: ClassVar[bool] = False
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)
@@ -227,9 +230,10 @@ class TorchPolicy(Policy):
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
         # Recurrent: shuffle whole sequences; a minibatch holds round(size / max_seq_len) of them (>= 1).
-        length = self.max_seq_len if self.recurrent else 1
+        padded = self.recurrent and not self.rows_are_sequences
+        length = self.max_seq_len if padded else 1
         units = n // length
-        per_minibatch = max(1, round(minibatch / length)) if self.recurrent else minibatch
+        per_minibatch = max(1, round(minibatch / length)) if padded else minibatch
         within = torch.arange(length)
         # Stats stay tensors until the end: one stack per stat, not a small op per stat per step.
         history: dict[str, list[torch.Tensor]] = {}
@@ -238,7 +242,7 @@ class TorchPolicy(Policy):
             order = torch.from_numpy(self.rng.permutation(units))
             for start in range(0, units, per_minibatch):
                 idx = order[start : start + per_minibatch]
-                if self.recurrent:
+                if padded:
                     idx = (idx[:, None] * length + within).reshape(-1)
                 loss, stats = self.loss({k: v[idx] for k, v in tensors.items()})
                 self.optimizer.zero_grad()
