@@ -39,7 +39,9 @@ class SampleBatch(dict):
     T = "t"  # the step's index within its episode
     BATCH_INDEXES = "batch_indexes"  # replay slots a sampled row came from
     WEIGHTS = "weights"  # importance-sampling weights of prioritized replay
-    SEQ_MASK = "seq_mask"  # 1.0 on real rows of padded sequences, 0.0 on padding (see rlgear.execution.sequences)
+    SEQ_MASK = (
+        "seq_mask"  # 1.0 on real rows of padded sequences, 0.0 on padding (see rlgear.execution.sequences)
+    )
     STATE_IN = "state_in_"  # recurrent state before the step, one column per state array: state_in_0, ...
 
     @staticmethod

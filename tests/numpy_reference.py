@@ -198,7 +198,9 @@ def lstm_actor_critic(
     flat = outputs.reshape(n * seq_len, cell)
     dist_inputs = dense(w, "policy/output", flat)
     if "policy/log_std" in w:
-        dist_inputs = np.concatenate([dist_inputs, np.broadcast_to(w["policy/log_std"], dist_inputs.shape)], axis=-1)
+        dist_inputs = np.concatenate(
+            [dist_inputs, np.broadcast_to(w["policy/log_std"], dist_inputs.shape)], axis=-1
+        )
     return dist_inputs, dense(w, "value/output", flat)[:, 0]
 
 

@@ -154,10 +154,20 @@ def actor_critic_reference(weights, batch, training, continuous, activation):
     policy_loss = -(logp * advantages).mean()
     vf_loss = 0.5 * ((values - rows[SB.VALUE_TARGETS]) ** 2).mean()
     loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy.mean()
-    return loss, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy.mean(), "total_loss": loss}
+    return loss, {
+        "policy_loss": policy_loss,
+        "vf_loss": vf_loss,
+        "entropy": entropy.mean(),
+        "total_loss": loss,
+    }
 
 
-REFERENCES = {"ppo": ppo_reference, "pg": pg_reference, "a2c": actor_critic_reference, "a3c": actor_critic_reference}
+REFERENCES = {
+    "ppo": ppo_reference,
+    "pg": pg_reference,
+    "a2c": actor_critic_reference,
+    "a3c": actor_critic_reference,
+}
 CASES = {
     # name: (algorithm, continuous, training overrides)
     "ppo-discrete": ("ppo", False, {"sgd_minibatch_size": 16, "num_sgd_iter": 1, "entropy_coeff": 0.03}),
@@ -184,7 +194,9 @@ def test_masked_sequence_loss_stats_and_update_match_the_numpy_reference(tmp_pat
     weights = policy.get_weights()
     reference = REFERENCES[algorithm]
     _, expected = reference(weights, batch, training, continuous, activation)
-    grads = finite_difference_gradient(lambda w: reference(w, batch, training, continuous, activation)[0], weights)
+    grads = finite_difference_gradient(
+        lambda w: reference(w, batch, training, continuous, activation)[0], weights
+    )
     stats, update = sgd_step(policy, batch)
     for key, value in expected.items():
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key

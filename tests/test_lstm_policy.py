@@ -35,7 +35,9 @@ def resolve(tmp_path, algorithm="ppo", model=None, backend="torch", env="CartPol
 def make_policy(tmp_path, backend="torch", continuous=False, **model):
     from rlgear.discovery import registry
 
-    config = resolve(tmp_path, model=model, backend=backend, env="Pendulum-v1" if continuous else "CartPole-v1")
+    config = resolve(
+        tmp_path, model=model, backend=backend, env="Pendulum-v1" if continuous else "CartPole-v1"
+    )
     obs, act = (PENDULUM_OBS, PENDULUM_ACT) if continuous else (CARTPOLE_OBS, CARTPOLE_ACT)
     policy = registry.load_algorithm("ppo").policy_class(backend)(obs, act, config)
     policy.set_weights(random_weights(policy.get_weights(), seed=5, gain=1.5))
@@ -89,9 +91,7 @@ def test_initial_state_is_zeros_h_and_c_per_slot_and_empty_for_feed_forward(tmp_
 @pytest.mark.parametrize("prev", [False, True])
 def test_numpy_twin_acts_as_the_framework_over_a_rollout_with_resets(tmp_path, backend, continuous, prev):
     """Same greedy actions, log-probabilities, values and states, step by step, from both paths."""
-    twin = make_policy(
-        tmp_path, backend, continuous, lstm_use_prev_action=prev, lstm_use_prev_reward=prev
-    )
+    twin = make_policy(tmp_path, backend, continuous, lstm_use_prev_action=prev, lstm_use_prev_reward=prev)
     framework = make_policy(
         tmp_path, backend, continuous, lstm_use_prev_action=prev, lstm_use_prev_reward=prev,
         numpy_inference=False,
@@ -102,7 +102,9 @@ def test_numpy_twin_acts_as_the_framework_over_a_rollout_with_resets(tmp_path, b
     state_a = state_b = twin.get_initial_state(n)
     prev_action = np.zeros((n, 1), np.float32) if continuous else np.zeros(n, np.int64)
     for step in range(6):
-        step_type = [StepType.FIRST if step == 0 or (step == 3 and i == 1) else StepType.MID for i in range(n)]
+        step_type = [
+            StepType.FIRST if step == 0 or (step == 3 and i == 1) else StepType.MID for i in range(n)
+        ]
         obs = rng.normal(size=(n, PENDULUM_OBS.size if continuous else 4))
         ts = timestep(obs, step_type, prev_action, rng.normal(size=n))
         a, state_a, extras_a = twin.compute_actions(ts, state_a, explore=False)
@@ -155,7 +157,9 @@ def test_evaluator_stores_each_rows_state_in_resets_it_at_first_and_keeps_it_acr
             firsts += int(first.sum())
             assert not h[t][first].any() and not c[t][first].any()
             if t + 1 < steps.shape[0]:  # the next row's state-in is this row's state-out
-                ts = timestep(fragment[SB.OBS][t], steps[t], fragment[SB.PREV_ACTIONS][t], fragment[SB.REWARDS][t])
+                ts = timestep(
+                    fragment[SB.OBS][t], steps[t], fragment[SB.PREV_ACTIONS][t], fragment[SB.REWARDS][t]
+                )
                 _, _, out = policy.recurrent_step(ts, [h[t], c[t]])
                 moved = steps[t + 1] != StepType.FIRST
                 np.testing.assert_allclose(h[t + 1][moved], out[0].detach().numpy()[moved], atol=1e-6)
@@ -169,7 +173,10 @@ def test_sample_cuts_rows_into_masked_sequences_of_max_seq_len(tmp_path):
     config = resolve(tmp_path)
     trainer_cls = registry.load_algorithm("ppo")
     evaluator = Evaluator(
-        config, trainer_cls.policy_class("torch"), registry.load_env_adapter("gymnasium"), trainer_cls.postprocess
+        config,
+        trainer_cls.policy_class("torch"),
+        registry.load_env_adapter("gymnasium"),
+        trainer_cls.postprocess,
     )
     try:
         batch, steps = evaluator.sample_with_count()
@@ -192,13 +199,17 @@ def test_lstm_weights_act_identically_on_the_other_backend(tmp_path, source, tar
     a = make_policy(tmp_path, source, continuous, **model)
     b = make_policy(tmp_path, target, continuous, **model)
     b.set_weights(a.get_weights())
-    assert {k: v.shape for k, v in a.get_weights().items()} == {k: v.shape for k, v in b.get_weights().items()}
+    assert {k: v.shape for k, v in a.get_weights().items()} == {
+        k: v.shape for k, v in b.get_weights().items()
+    }
     rng = np.random.default_rng(1)
     n = 3
     state_a = state_b = a.get_initial_state(n)
     prev_action = np.zeros((n, 1), np.float32) if continuous else np.zeros(n, np.int64)
     for step in range(8):
-        step_type = [StepType.FIRST if step == 0 or (step == 4 and i != 1) else StepType.MID for i in range(n)]
+        step_type = [
+            StepType.FIRST if step == 0 or (step == 4 and i != 1) else StepType.MID for i in range(n)
+        ]
         for i, kind in enumerate(step_type):
             if kind == StepType.FIRST:
                 state_a = [s.copy() for s in state_a]

@@ -63,7 +63,9 @@ def test_episodes_of_length_1_L_L_plus_1_and_a_truncated_one_are_cut_padded_and_
 
 def test_a_gap_in_t_starts_a_new_sequence_and_a_sequence_never_spans_two_episodes():
     batch = chop_into_sequences(rows_of([(4, [0, 1, 3]), (5, [0])]), L)
-    np.testing.assert_array_equal(batch[SB.OBS][:, 0].reshape(-1, L), [[400, 401, 0], [403, 0, 0], [500, 0, 0]])
+    np.testing.assert_array_equal(
+        batch[SB.OBS][:, 0].reshape(-1, L), [[400, 401, 0], [403, 0, 0], [500, 0, 0]]
+    )
 
 
 def test_rows_without_episode_ids_are_refused_with_the_missing_columns_named():

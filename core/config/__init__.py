@@ -118,7 +118,9 @@ class ModelConfig:
     lstm_use_prev_action: bool = doc(
         "Feed the previous action (one-hot for Discrete) to the LSTM with the observation features.", False
     )
-    lstm_use_prev_reward: bool = doc("Feed the previous reward to the LSTM with the observation features.", False)
+    lstm_use_prev_reward: bool = doc(
+        "Feed the previous reward to the LSTM with the observation features.", False
+    )
 
 
 @dataclass

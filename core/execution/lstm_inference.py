@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlgear.execution.inference import ACTIVATIONS, NumpyActorCritic
-from rlgear.spaces import Box, Discrete, Space
+from rlgear.execution.inference import NumpyActorCritic
+from rlgear.spaces import Discrete, Space
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -71,14 +71,17 @@ class NumpyLSTMActorCritic(NumpyActorCritic):
             return np.asarray(weights[name], dtype=np.float32)
 
         self.trunk = [
-            (f32(f"shared/hidden_{i}/kernel"), f32(f"shared/hidden_{i}/bias")) for i in range(self.hidden_layers)
+            (f32(f"shared/hidden_{i}/kernel"), f32(f"shared/hidden_{i}/bias"))
+            for i in range(self.hidden_layers)
         ]
         self.gates = np.ascontiguousarray(
             np.vstack([f32("lstm/kernel"), f32("lstm/recurrent_kernel"), f32("lstm/bias")[None, :]])
         )
         self.cell = f32("lstm/recurrent_kernel").shape[0]
         self.head = (
-            np.ascontiguousarray(np.concatenate([f32("policy/output/kernel"), f32("value/output/kernel")], 1)),
+            np.ascontiguousarray(
+                np.concatenate([f32("policy/output/kernel"), f32("value/output/kernel")], 1)
+            ),
             np.concatenate([f32("policy/output/bias"), f32("value/output/bias")]),
         )
         self.num_head_outputs = f32("policy/output/bias").shape[0]
@@ -123,4 +126,3 @@ class NumpyLSTMActorCritic(NumpyActorCritic):
         head, values, new_state = self.forward(obs, state, prev_actions, prev_rewards)
         actions, logp, values = self.sample(head, values, explore)
         return actions, logp, values, new_state
-

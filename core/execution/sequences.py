@@ -37,10 +37,14 @@ def chop_into_sequences(rows: SampleBatch, max_seq_len: int) -> SampleBatch:
         raise ValueError(f"max_seq_len must be positive, got {max_seq_len}")
     n = len(rows)
     if n == 0:
-        return SampleBatch({**{k: v[:0] for k, v in rows.items()}, SampleBatch.SEQ_MASK: np.zeros(0, np.float32)})
+        return SampleBatch(
+            {**{k: v[:0] for k, v in rows.items()}, SampleBatch.SEQ_MASK: np.zeros(0, np.float32)}
+        )
     missing = [key for key in (SampleBatch.EPS_ID, SampleBatch.T) if key not in rows]
     if missing:
-        raise ValueError(f"cutting rows into sequences needs the columns {missing} (episode id, step in episode)")
+        raise ValueError(
+            f"cutting rows into sequences needs the columns {missing} (episode id, step in episode)"
+        )
     eps_id = np.asarray(rows[SampleBatch.EPS_ID])
     t = np.asarray(rows[SampleBatch.T])
     order = np.lexsort((t, eps_id))  # by episode, then by step

@@ -82,7 +82,8 @@ class IMPALATorchPolicy(TorchPolicy):
                 obs.reshape(n * steps, -1),
                 [batch[SB.state_in(0)], batch[SB.state_in(1)]],
                 batch[SB.PREV_ACTIONS].reshape(n * steps, *batch[SB.PREV_ACTIONS].shape[2:])
-                if SB.PREV_ACTIONS in batch else None,
+                if SB.PREV_ACTIONS in batch
+                else None,
                 batch[SB.REWARDS].reshape(-1),
                 steps,
                 (batch[SB.STEP_TYPES] == int(StepType.FIRST)).reshape(-1),

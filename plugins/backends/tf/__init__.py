@@ -38,8 +38,8 @@ __all__ = [
     "actor_critic_loss",
     "build_model",
     "distribution_class",
-    "named_variables",
     "masked_mean",
+    "named_variables",
     "normalize_advantages",
     "tf",
 ]

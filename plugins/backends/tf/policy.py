@@ -206,7 +206,11 @@ class TFPolicy(Policy):
         model_config = self.config.model
         seed = None if self.config.seed is None else self.config.seed + 1
         if self.recurrent:
-            return NumpyLSTMActorCritic(self.action_space, model_config, seed) if model_config.numpy_inference else None
+            return (
+                NumpyLSTMActorCritic(self.action_space, model_config, seed)
+                if model_config.numpy_inference
+                else None
+            )
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
             return None
         return NumpyActorCritic(
@@ -288,7 +292,9 @@ class TFPolicy(Policy):
         if fast is not None:
             if fast.version != self.weights_version:
                 fast.load(self.get_weights(), self.weights_version)
-            actions, logp, values, new_state = fast.act(obs, state, explore, timestep.prev_action, timestep.reward)
+            actions, logp, values, new_state = fast.act(
+                obs, state, explore, timestep.prev_action, timestep.reward
+            )
             return actions, new_state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
         if explore:
             noise = self.dist_class.draw_noise(self.acting_rng, n, self.action_space)
@@ -300,10 +306,18 @@ class TFPolicy(Policy):
         ]  # fmt: skip
         packed = self._recurrent_act(tf.constant(np.concatenate(inputs, axis=1).astype(np.float32))).numpy()
         k = 1 if isinstance(self.action_space, Discrete) else self.action_space.size
-        actions = packed[:, 0].astype(np.int64) if k == 1 and isinstance(self.action_space, Discrete) else packed[:, :k]
+        actions = (
+            packed[:, 0].astype(np.int64)
+            if k == 1 and isinstance(self.action_space, Discrete)
+            else packed[:, :k]
+        )
         cell = int(self.config.model.lstm_cell_size)
         new_state = [packed[:, k + 2 : k + 2 + cell].copy(), packed[:, k + 2 + cell :].copy()]
-        return actions, new_state, {SampleBatch.ACTION_LOGP: packed[:, k], SampleBatch.VF_PREDS: packed[:, k + 1]}
+        return (
+            actions,
+            new_state,
+            {SampleBatch.ACTION_LOGP: packed[:, k], SampleBatch.VF_PREDS: packed[:, k + 1]},
+        )
 
     def recurrent_step(
         self, timestep: TimeStep, state: list[np.ndarray]

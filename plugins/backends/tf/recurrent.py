@@ -83,7 +83,9 @@ class LSTMActorCritic(tf.Module):
         self.use_prev_action = bool(model_config.lstm_use_prev_action)
         self.use_prev_reward = bool(model_config.lstm_use_prev_reward)
         self.cell_size = int(model_config.lstm_cell_size)
-        self.shared_body = DenseStack(obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None, rng)
+        self.shared_body = DenseStack(
+            obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None, rng
+        )
         trunk = sizes[-1] if sizes else obs_dim
         self.input_size = lstm_input_size(trunk, action_space, model_config)
         self.lstm = LSTMLayer(self.input_size, self.cell_size, rng)

@@ -91,7 +91,11 @@ class TorchPolicy(Policy):
         model_config = self.config.model
         seed = None if self.config.seed is None else self.config.seed + 1
         if self.recurrent:
-            return NumpyLSTMActorCritic(self.action_space, model_config, seed) if model_config.numpy_inference else None
+            return (
+                NumpyLSTMActorCritic(self.action_space, model_config, seed)
+                if model_config.numpy_inference
+                else None
+            )
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP)):
             return None
         return NumpyActorCritic(
@@ -140,13 +144,18 @@ class TorchPolicy(Policy):
             if fast.version != self.weights_version:
                 fast.load(self.get_weights(), self.weights_version)
             obs = flatten_observations(self.observation_space, timestep.observation)
-            actions, logp, values, new_state = fast.act(obs, state, explore, timestep.prev_action, timestep.reward)
+            actions, logp, values, new_state = fast.act(
+                obs, state, explore, timestep.prev_action, timestep.reward
+            )
             return actions, new_state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
         with torch.inference_mode():
             dist_inputs, values, new_state = self.recurrent_step(timestep, state)
             dist = self.dist_class(dist_inputs)
             actions = dist.sample() if explore else dist.deterministic_sample()
-            extras = {SampleBatch.ACTION_LOGP: dist.logp(actions).numpy(), SampleBatch.VF_PREDS: values.numpy()}
+            extras = {
+                SampleBatch.ACTION_LOGP: dist.logp(actions).numpy(),
+                SampleBatch.VF_PREDS: values.numpy(),
+            }
         return actions.numpy().astype(self._action_dtype, copy=False), [s.numpy() for s in new_state], extras
 
     def recurrent_step(

@@ -46,7 +46,10 @@ class LSTMLayer(nn.Module):
             self.bias[cell_size : 2 * cell_size] = 1.0
 
     def forward(
-        self, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], resets: torch.Tensor | None = None
+        self,
+        inputs: torch.Tensor,
+        state: tuple[torch.Tensor, torch.Tensor],
+        resets: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """``inputs`` ``[N, L, in]`` from ``state`` ``([N, cell], [N, cell])``; ``resets`` ``[N, L]``
         (True: zero the state before that step). Returns outputs ``[N, L, cell]`` and the last state."""
@@ -93,7 +96,9 @@ class LSTMActorCritic(nn.Module):
         self.use_prev_action = bool(model_config.lstm_use_prev_action)
         self.use_prev_reward = bool(model_config.lstm_use_prev_reward)
         self.cell_size = int(model_config.lstm_cell_size)
-        self.shared_body = _dense_stack(obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None)
+        self.shared_body = _dense_stack(
+            obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None
+        )
         trunk = sizes[-1] if sizes else obs_dim
         self.lstm = LSTMLayer(lstm_input_size(trunk, action_space, model_config), self.cell_size)
         head_outputs = num_outputs // 2 if self.continuous else num_outputs
