@@ -228,3 +228,82 @@ def test_lstm_weights_act_identically_on_the_other_backend(tmp_path, source, tar
         for x, y in zip(state_a, state_b, strict=True):
             np.testing.assert_allclose(x, y, atol=1e-5)
         prev_action = actions_a
+
+
+@pytest.mark.parametrize(("trained_with", "evaluated_with"), [("torch", "tf"), ("tf", "torch")])
+def test_an_lstm_checkpoint_evaluates_identically_on_the_other_backend(tmp_path, trained_with, evaluated_with):
+    """``rlgear evaluate`` returns the same greedy episodes, and the loaded policies (carrying their state
+    between calls, reset at each episode start) choose the same actions over a rollout."""
+    pytest.importorskip("tensorflow")
+    import gymnasium as gym
+
+    import rlgear
+    from rlgear.run import agent
+
+    rlgear.train(
+        {
+            "algorithm": "ppo",
+            "backend": trained_with,
+            "seed": 0,
+            "env": {"name": "CartPole-v1"},
+            "workers": {"num_envs_per_worker": 2},
+            "training": {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2},
+            "model": {**LSTM_MODEL, "lstm_use_prev_action": True, "lstm_use_prev_reward": True},
+            "stop": {"training_iteration": 2},
+            "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
+        }
+    )
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    original = agent.evaluate_checkpoint(run_dir, episodes=3)
+    moved = agent.evaluate_checkpoint(run_dir, episodes=3, overrides=[f"backend={evaluated_with}"])
+    assert [e["episode_return"] for e in original.episodes] == [e["episode_return"] for e in moved.episodes]
+
+    policies = [agent.load(run_dir, [f"model.numpy_inference={fast}", f"backend={b}"])
+                for b in (trained_with, evaluated_with) for fast in ("false", "true")]  # fmt: skip
+    env = gym.make("CartPole-v1")
+    for episode in range(2):
+        obs, _ = env.reset(seed=episode)
+        reward, start, states = 0.0, True, []
+        for _ in range(30):
+            actions = [p.compute_single_action(obs, episode_start=start, prev_reward=reward) for p in policies]
+            assert len(set(actions)) == 1, actions
+            states.append([p.state[0].copy() for p in policies])
+            obs, reward, terminated, truncated, _ = env.step(actions[0])
+            start = False
+            if terminated or truncated:
+                break
+        for step_states in states:
+            for state in step_states[1:]:
+                np.testing.assert_allclose(state, step_states[0], atol=1e-5)
+        assert np.abs(states[-1][0]).max() > 1e-3
+
+
+def test_loaded_policy_resets_its_state_at_an_episode_start(tmp_path):
+    from rlgear.run.agent import LoadedPolicy
+
+    policy = make_policy(tmp_path)
+    loaded = LoadedPolicy(policy, policy.config)
+    obs = np.array([0.1, -0.2, 0.3, 0.05], np.float32)
+    first = loaded.compute_single_action(obs, episode_start=True)
+    after_first = loaded.state[0].copy()
+    loaded.compute_single_action(obs)
+    assert not np.allclose(loaded.state[0], after_first)  # carried and moved on
+    assert loaded.compute_single_action(obs, episode_start=True) == first
+    np.testing.assert_array_equal(loaded.state[0], after_first)  # from zeros again
+
+
+def test_the_evaluators_state_survives_a_weight_sync(tmp_path):
+    from rlgear.discovery import registry
+
+    config = resolve(tmp_path)
+    trainer_cls = registry.load_algorithm("ppo")
+    evaluator = Evaluator(config, trainer_cls.policy_class("torch"), registry.load_env_adapter("gymnasium"))
+    try:
+        evaluator._sample_fragment()
+        before = [s.copy() for s in evaluator._state]
+        assert np.abs(before[0]).max() > 0
+        evaluator.set_weights(random_weights(evaluator.get_weights(), seed=9))
+        for a, b in zip(before, evaluator._state, strict=True):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        evaluator.stop()
