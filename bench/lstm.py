@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from _run import source_revision
 
 NUM_ENVS = 8

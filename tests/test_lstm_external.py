@@ -6,7 +6,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 from rlgear import config as config_mod
 from rlgear import env as env_mod

@@ -231,7 +231,9 @@ def test_lstm_weights_act_identically_on_the_other_backend(tmp_path, source, tar
 
 
 @pytest.mark.parametrize(("trained_with", "evaluated_with"), [("torch", "tf"), ("tf", "torch")])
-def test_an_lstm_checkpoint_evaluates_identically_on_the_other_backend(tmp_path, trained_with, evaluated_with):
+def test_an_lstm_checkpoint_evaluates_identically_on_the_other_backend(
+    tmp_path, trained_with, evaluated_with
+):
     """``rlgear evaluate`` returns the same greedy episodes, and the loaded policies (carrying their state
     between calls, reset at each episode start) choose the same actions over a rollout."""
     pytest.importorskip("tensorflow")
@@ -265,7 +267,9 @@ def test_an_lstm_checkpoint_evaluates_identically_on_the_other_backend(tmp_path,
         obs, _ = env.reset(seed=episode)
         reward, start, states = 0.0, True, []
         for _ in range(30):
-            actions = [p.compute_single_action(obs, episode_start=start, prev_reward=reward) for p in policies]
+            actions = [
+                p.compute_single_action(obs, episode_start=start, prev_reward=reward) for p in policies
+            ]
             assert len(set(actions)) == 1, actions
             states.append([p.state[0].copy() for p in policies])
             obs, reward, terminated, truncated, _ = env.step(actions[0])
