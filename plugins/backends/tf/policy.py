@@ -362,7 +362,9 @@ class TFPolicy(Policy):
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
         if self.recurrent:
-            raise TypeError("a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)")
+            raise TypeError(
+                "a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)"
+            )
         dist_inputs, _ = self._forward(tf.convert_to_tensor(self.preprocess(observations)))
         return dist_inputs.numpy()
 

@@ -175,7 +175,9 @@ class TorchPolicy(Policy):
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
         if self.recurrent:
-            raise TypeError("a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)")
+            raise TypeError(
+                "a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)"
+            )
         with torch.inference_mode():
             dist_inputs, _ = self.model(self.preprocess(observations))
         return dist_inputs.numpy()
