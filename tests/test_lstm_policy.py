@@ -311,3 +311,26 @@ def test_the_evaluators_state_survives_a_weight_sync(tmp_path):
             np.testing.assert_array_equal(a, b)
     finally:
         evaluator.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "a3c", "impala"])
+def test_every_recurrent_algorithm_trains_end_to_end_with_an_lstm(tmp_path, algorithm, backend):
+    """Sampling with state, sequences (padded, or IMPALA's fragments) and a finite learner step."""
+    import rlgear
+
+    result = rlgear.train(
+        {
+            "algorithm": algorithm,
+            "backend": backend,
+            "seed": 0,
+            "env": {"name": "CartPole-v1"},
+            "workers": {"num_envs_per_worker": 2},
+            "training": {"train_batch_size": 64},
+            "model": {**LSTM_MODEL, "lstm_use_prev_action": True, "lstm_use_prev_reward": True},
+            "stop": {"training_iteration": 2},
+            "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
+        }
+    )
+    assert result["training_iteration"] == 2 and result["timesteps_total"] > 0
+    assert np.isfinite(result["learner/policy_loss"]) and result["learner/num_grad_updates"] >= 1

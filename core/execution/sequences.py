@@ -21,6 +21,8 @@ concatenated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from rlgear.sample_batch import SampleBatch
@@ -68,6 +70,13 @@ def chop_into_sequences(rows: SampleBatch, max_seq_len: int) -> SampleBatch:
     mask[destination] = 1.0
     out[SampleBatch.SEQ_MASK] = mask
     return SampleBatch(out)
+
+
+def makes_own_sequences(postprocess: Callable) -> Callable:
+    """Mark an algorithm's ``postprocess`` as returning sequences already (IMPALA's ``[B, T+1]``
+    fragments): the evaluator then does not cut its rows with :func:`chop_into_sequences`."""
+    postprocess.makes_own_sequences = True  # type: ignore[attr-defined]
+    return postprocess
 
 
 def sequence_lengths(seq_mask: np.ndarray, max_seq_len: int) -> np.ndarray:

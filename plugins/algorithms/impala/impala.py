@@ -28,6 +28,7 @@ import numpy as np
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
 from rlgear.execution.async_ops import AsyncSampler
+from rlgear.execution.sequences import makes_own_sequences
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
@@ -56,6 +57,7 @@ class IMPALA(Trainer):
     recurrent = True
 
     @staticmethod
+    @makes_own_sequences
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
         """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept).
 
@@ -71,8 +73,6 @@ class IMPALA(Trainer):
             for k in range(2):
                 out[SampleBatch.state_in(k)] = fragment[SampleBatch.state_in(k)][0]
         return SampleBatch(out)
-
-    postprocess.makes_own_sequences = True  # type: ignore[attr-defined]  # the evaluator must not chop
 
     def setup(self, config: RunConfig) -> None:
         if config.workers.batch_mode != "truncate_episodes":
