@@ -51,6 +51,20 @@ class Policy(ABC):
         self.global_timestep = 0
         self.nonfinite = NonFiniteGuard()
 
+    #: True for a recurrent policy (``model.lstm``): the evaluator then carries its state per env
+    #: slot, stores it in the batch (``state_in_<k>``) and cuts rows into sequences
+    #: (:mod:`rlgear.execution.sequences`) of ``max_seq_len`` rows.
+    recurrent: bool = False
+    max_seq_len: int = 0
+
+    def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
+        """The recurrent state at an episode's FIRST step, for ``batch_size`` env slots.
+
+        A list of float32 arrays ``[batch_size, ...]`` (the LSTM: ``[h, c]``, each
+        ``[B, cell]``, zeros); empty for a feed-forward policy.
+        """
+        return []
+
     @abstractmethod
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
@@ -59,9 +73,12 @@ class Policy(ABC):
 
         Returns ``(actions, state, extras)``: ``actions`` is ``[B, *action_shape]``
         (unclipped: the evaluator clips to the action bounds before stepping),
-        ``state`` is the recurrent state (None for feed-forward policies), and
-        ``extras`` holds per-row arrays the evaluator stores in the batch
-        (``action_logp``, ``vf_preds`` ...).
+        ``state`` is the recurrent state after this step (a list like
+        :meth:`get_initial_state`'s; a recurrent policy given ``state=None``
+        starts from zeros; feed-forward policies return what they were given),
+        and ``extras`` holds per-row arrays the evaluator stores in the batch
+        (``action_logp``, ``vf_preds`` ...). The caller resets a slot's state
+        at its FIRST step; the policy does not look at step types.
         """
 
     @abstractmethod

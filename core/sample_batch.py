@@ -41,6 +41,15 @@ class SampleBatch(dict):
     WEIGHTS = "weights"  # importance-sampling weights of prioritized replay
     ACTION_MASK = "action_mask"  # bool [n] per row: the actions allowed when this row's action was chosen
     NEXT_ACTION_MASK = "next_action_mask"  # n-step transitions: the mask of next_obs (DQN's target max)
+    SEQ_MASK = (
+        "seq_mask"  # 1.0 on real rows of padded sequences, 0.0 on padding (see rlgear.execution.sequences)
+    )
+    STATE_IN = "state_in_"  # recurrent state before the step, one column per state array: state_in_0, ...
+
+    @staticmethod
+    def state_in(index: int) -> str:
+        """The column of the ``index``-th recurrent state array (``state_in_0`` is the LSTM's h, ``_1`` its c)."""
+        return f"state_in_{index}"
 
     def __init__(self, columns: Mapping[str, np.ndarray] | None = None, **kwargs: np.ndarray):
         super().__init__()

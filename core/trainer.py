@@ -86,6 +86,7 @@ class Trainer:
             if isinstance(config, Mapping)
             else config_mod.load(config, training_class=self.config_class)
         )
+        config_mod.check_recurrent_support(self.config, type(self))
         type(self).check_config(self.config)
         self.setup(self.config)
 

@@ -151,6 +151,59 @@ def actor_critic(
     return dist_inputs, values
 
 
+def lstm_actor_critic(
+    weights: Mapping[str, np.ndarray],
+    obs: np.ndarray,
+    initial_h: np.ndarray,
+    initial_c: np.ndarray,
+    seq_len: int,
+    activation: str = "tanh",
+    extra_inputs: np.ndarray | None = None,
+    resets: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The catalog LSTM actor-critic over sequences: ``(dist_inputs [N*L, k], values [N*L])``.
+
+    Rows are ``N`` sequences of ``seq_len`` steps one after the other; sequence ``i``
+    starts from ``initial_h[i]``, ``initial_c[i]``; ``resets`` ``[N, L]`` zeroes the
+    state before the steps where it is True. Written from the documented
+    contract (``rlgear.execution.lstm_inference``): the ``shared/`` MLP, then
+    ``[features, extra_inputs]`` into an LSTM with gates i, f, g, o::
+
+        c' = sigmoid(f) * c + sigmoid(i) * tanh(g);   h' = sigmoid(o) * tanh(c')
+
+    then ``policy/output`` and ``value/output`` on ``h'``.
+    """
+    w = {name: np.asarray(value, np.float64) for name, value in weights.items()}
+    features = mlp_body(w, "shared", np.asarray(obs, np.float64), activation)
+    if extra_inputs is not None:
+        features = np.concatenate([features, np.asarray(extra_inputs, np.float64)], axis=1)
+    n = features.shape[0] // seq_len
+    cell = w["lstm/recurrent_kernel"].shape[0]
+    h, c = np.asarray(initial_h, np.float64), np.asarray(initial_c, np.float64)
+    sequences = features.reshape(n, seq_len, -1)
+    outputs = np.zeros((n, seq_len, cell))
+
+    def sigmoid(x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-x))
+
+    for t in range(seq_len):
+        if resets is not None:
+            h = np.where(resets[:, t, None], 0.0, h)
+            c = np.where(resets[:, t, None], 0.0, c)
+        z = sequences[:, t] @ w["lstm/kernel"] + h @ w["lstm/recurrent_kernel"] + w["lstm/bias"]
+        i, f, g, o = (z[:, k * cell : (k + 1) * cell] for k in range(4))
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        outputs[:, t] = h
+    flat = outputs.reshape(n * seq_len, cell)
+    dist_inputs = dense(w, "policy/output", flat)
+    if "policy/log_std" in w:
+        dist_inputs = np.concatenate(
+            [dist_inputs, np.broadcast_to(w["policy/log_std"], dist_inputs.shape)], axis=-1
+        )
+    return dist_inputs, dense(w, "value/output", flat)[:, 0]
+
+
 # ----------------------------------------------------------------------------- distributions
 
 

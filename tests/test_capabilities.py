@@ -25,7 +25,7 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
         "composite": True,
         "backends": ["tf", "torch"],
         "multi_agent": False,
-        "recurrent": False,
+        "recurrent": True,  # model.lstm (issue 14)
     }
 
 

@@ -120,6 +120,23 @@ class ModelConfig:
         None,
     )
     custom_options: dict[str, Any] = doc("Keyword arguments passed to the custom model.", factory=dict)
+    lstm: bool = doc(
+        "Recurrent policy: the MLP's hidden layers (shared by policy and value), then one LSTM layer, "
+        "then the policy and value heads. Supported by ppo, pg, a2c, a3c and impala (not dqn).",
+        False,
+    )
+    lstm_cell_size: int = doc("Units of the LSTM cell (model.lstm).", 256)
+    max_seq_len: int = doc(
+        "Longest sequence the learner backpropagates through (model.lstm): fragments are cut into "
+        "chunks of at most this many steps that never cross an episode boundary.",
+        20,
+    )
+    lstm_use_prev_action: bool = doc(
+        "Feed the previous action (one-hot for Discrete) to the LSTM with the observation features.", False
+    )
+    lstm_use_prev_reward: bool = doc(
+        "Feed the previous reward to the LSTM with the observation features.", False
+    )
 
 
 @dataclass
@@ -532,8 +549,20 @@ def resolve(
     check_ranges(config, fail)
     check_env_adapter(config)
     if algorithm_class is not None:
+        check_recurrent_support(config, algorithm_class)
         algorithm_class.check_config(config)  # what the algorithm needs of the other sections
     return config
+
+
+def check_recurrent_support(config: RunConfig, algorithm_class: type) -> None:
+    """``model.lstm`` only for algorithms that learn on sequences (``Trainer.recurrent``)."""
+    if config.model.lstm and not getattr(algorithm_class, "recurrent", False):
+        name = getattr(algorithm_class, "name", algorithm_class.__name__)
+        raise config.fail(
+            "model.lstm",
+            f"algorithm '{name}' does not support recurrent policies (it stays feed-forward); "
+            "set model.lstm: false, or use ppo, pg, a2c, a3c or impala",
+        )
 
 
 def check_env_adapter(config: RunConfig) -> None:
@@ -659,6 +688,15 @@ def check_ranges(config: RunConfig, fail) -> None:
     positive["training.evaluation_episodes"] = training.evaluation_episodes
     for i, size in enumerate(config.model.hidden_sizes):
         positive[f"model.hidden_sizes[{i}]"] = size
+    if config.model.lstm:
+        positive["model.lstm_cell_size"] = config.model.lstm_cell_size
+        positive["model.max_seq_len"] = config.model.max_seq_len
+        if config.model.custom:
+            raise fail(
+                "model.lstm",
+                "a custom model (model.custom) cannot be combined with the catalog LSTM: "
+                "put the recurrence in your own model, or drop model.custom",
+            )
     if training.grad_clip is not None:
         positive["training.grad_clip"] = training.grad_clip
     if w.rollout_fragment_length != "auto":

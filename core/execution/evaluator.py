@@ -29,6 +29,7 @@ from rlgear.env import VideoRequest
 from rlgear.execution.metrics import Episode, env_info_row
 from rlgear.execution.observation_filter import make_observation_filter
 from rlgear.execution.postprocessing import trainable_rows
+from rlgear.execution.sequences import chop_into_sequences
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Dict, MultiDiscrete, Tuple, clip_action, unflatten_action
@@ -179,6 +180,10 @@ class Evaluator:
         #: Episodes discarded because their env's rows became invalid (an external client dropped).
         self.episodes_aborted = 0
         self._partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(n)]
+        #: The recurrent state per env slot (empty for feed-forward policies); it lives here, not in
+        #: the policy, so weight syncs never touch it, and a fresh evaluator (a restarted worker)
+        #: starts from zeros.
+        self._state: list[np.ndarray] = list(self.policy.get_initial_state(n))
         self._timestep = self.reset(env_seed(config.seed, worker_index))
 
     # --- env stepping and episode bookkeeping -------------------------------
@@ -197,6 +202,8 @@ class Evaluator:
         finally:
             if obs_filter is not None:
                 obs_filter.frozen = frozen
+        for array in self._state:
+            array[...] = 0.0
         self._running.clear()
         self._partial = [[] for _ in range(self.num_envs)]
         self._track(timestep)
@@ -280,8 +287,23 @@ class Evaluator:
         return self.hooks is not None and bool(getattr(self.hooks.hook, name).get_hookimpls())
 
     # --- sampling -------------------------------------------------------------
-    def _act(self, ts: TimeStep, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        actions, _, extras = self.policy.compute_actions(ts, explore=explore)
+    def _act(
+        self, ts: TimeStep, explore: bool = True, advance_state: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions for ``ts``. A recurrent policy acts from each slot's state (zeros at a FIRST step)
+        and the state-in of each row joins the extras (``state_in_<k>``); ``advance_state=False``
+        keeps the state where it was (the bootstrap row, which is acted on again next fragment)."""
+        if not self._state:
+            actions, _, extras = self.policy.compute_actions(ts, explore=explore)
+            return actions, extras
+        first = ts.step_type == _FIRST
+        if np.count_nonzero(first):
+            for array in self._state:
+                array[first] = 0.0
+        actions, state, extras = self.policy.compute_actions(ts, self._state, explore=explore)
+        extras = {**extras, **{SampleBatch.state_in(k): s for k, s in enumerate(self._state)}}
+        if advance_state:
+            self._state = [np.array(s, dtype=np.float32) for s in state]
         return actions, extras
 
     def _row(self, ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -307,7 +329,7 @@ class Evaluator:
         buffers: dict[str, np.ndarray] = {}
         valid: np.ndarray | None = None  # [T+1, B], only once an invalid row shows up
         for t in range(length + 1):
-            actions, extras = self._act(ts)
+            actions, extras = self._act(ts, advance_state=t < length)
             row = self._row(ts, actions, extras)
             if not buffers:
                 buffers = {
@@ -368,7 +390,11 @@ class Evaluator:
             fragments = self._sample_episodes(self.fragment_length * self.num_envs)
         else:
             fragments = [self._sample_fragment()]
-        batch = SampleBatch.concat([self.postprocess_fn(f, self.policy, self.config) for f in fragments])
+        rows = [self.postprocess_fn(f, self.policy, self.config) for f in fragments]
+        if self.policy.recurrent and not getattr(self.postprocess_fn, "makes_own_sequences", False):
+            # per fragment, before any concatenation: episode ids are unique per evaluator only
+            rows = [chop_into_sequences(r, self.policy.max_seq_len) for r in rows]
+        batch = SampleBatch.concat(rows)
         if self.hooks is not None:
             hooks_mod.call(self.hooks, "on_sample_end", worker=self, batch=batch)
         return batch, self._env_steps - steps_before

@@ -145,6 +145,12 @@ class NumpyActorCritic:
         so they are never sampled nor chosen greedily.
         """
         head, values = self.forward(obs)
+        return self.sample(head, values, explore, action_mask)
+
+    def sample(
+        self, head: np.ndarray, values: np.ndarray, explore: bool, action_mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(actions, action_logp, values)`` from the policy head's output (logits or means)."""
         if self.discrete:  # ufuncs' own reduce/accumulate: the ndarray methods add a Python call each
             if action_mask is not None:
                 head = np.where(action_mask, head, -np.inf).astype(np.float32, copy=False)

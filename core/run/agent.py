@@ -156,6 +156,13 @@ def evaluate_checkpoint(
 class LoadedPolicy:
     """A trained policy outside a trainer: ``compute_single_action(obs)``.
 
+    A recurrent policy (``model.lstm``) carries its state between calls: pass
+    ``episode_start=True`` with an episode's first observation (the state goes
+    back to zeros, as the evaluator does at FIRST), then one call per step of
+    that episode. The previous action fed to the LSTM (``lstm_use_prev_action``)
+    is the one this object returned last; give ``prev_reward`` when the model
+    uses it (``lstm_use_prev_reward``).
+
     Observations are the env's own (a dict for a Dict space ...): they are preprocessed and
     their ``action_mask`` honoured as in training (:mod:`rlgear.preprocessing`), and Tuple/Dict
     actions come back structured, as the env takes them.
@@ -184,40 +191,75 @@ class LoadedPolicy:
         #: The env's observation space (what :meth:`compute_actions` takes).
         self.observation_space = self.preprocessor.raw_space
         self.action_space = policy.action_space
+        self._action_dtype = np.int64 if isinstance(self.action_space, Discrete) else np.float32
+        #: The recurrent state per row of the last batch (empty for feed-forward policies).
+        self.state: list[np.ndarray] = []
+        self._prev_actions: np.ndarray | None = None
 
-    def compute_actions(self, observations: Any, explore: bool = False) -> Any:
+    def compute_actions(
+        self,
+        observations: Any,
+        explore: bool = False,
+        episode_start: np.ndarray | bool = False,
+        prev_rewards: np.ndarray | None = None,
+    ) -> Any:
         """Actions for a batch of observations ``[B, *obs_shape]`` (a dict/tuple of batched arrays
-        for Dict/Tuple spaces)."""
+        for Dict/Tuple spaces).
+
+        ``episode_start`` (``[B]`` bools, or one bool for all rows) marks rows whose
+        episode begins with this observation: their recurrent state and previous action
+        are reset. The first call, and a batch of another size than the last one, start every
+        row afresh.
+        """
         prep = self.preprocessor
         if not isinstance(observations, dict | tuple):
             observations = np.asarray(observations)
         n = batch_size(observations)
         space = self.action_space
-        step_type = np.full(n, StepType.MID, dtype=np.int32)
+        start = np.broadcast_to(np.asarray(episode_start, bool), (n,))
+        if self.policy.recurrent and (not self.state or self.state[0].shape[0] != n):
+            self.state, self._prev_actions, start = self.policy.get_initial_state(n), None, np.ones(n, bool)
+        elif not self.policy.recurrent:
+            start = np.ones(n, bool)
+        action_dtype = np.int64 if isinstance(space, Discrete | MultiDiscrete) else np.float32
+        action_shape = (flat_action_dim(space),) if isinstance(space, Tuple | Dict) else space.shape
+        if self._prev_actions is None or self._prev_actions.shape[0] != n:
+            self._prev_actions = np.zeros((n, *action_shape), dtype=action_dtype)
+        for array in (*self.state, self._prev_actions):
+            array[start] = 0
+        step_type = np.where(start, StepType.FIRST, StepType.MID).astype(np.int32)
         mask = prep.action_mask(observations)
         if mask is not None:
             blocks = space.nvec if isinstance(space, MultiDiscrete) else (space.n,)
             mask = prep.checked_mask(mask, step_type, blocks)
-        action_dtype = np.int64 if isinstance(space, Discrete | MultiDiscrete) else np.float32
-        action_shape = (flat_action_dim(space),) if isinstance(space, Tuple | Dict) else space.shape
         observations = prep.transform(observations)
         if self.obs_filter is not None:
             observations = self.obs_filter.apply(observations)
         timestep = TimeStep(
             step_type=step_type,
-            reward=np.zeros(n, dtype=np.float32),
+            reward=np.zeros(n, np.float32) if prev_rewards is None else np.asarray(prev_rewards, np.float32),
             discount=np.ones(n, dtype=np.float32),
             observation=observations,
-            prev_action=np.zeros((n, *action_shape), dtype=action_dtype),
+            prev_action=self._prev_actions,
             env_id=np.arange(n, dtype=np.int32),
             action_mask=mask,
         )
-        actions, _, _ = self.policy.compute_actions(timestep, explore=explore)
+        actions, state, _ = self.policy.compute_actions(timestep, self.state or None, explore=explore)
+        if self.policy.recurrent:
+            self.state = [np.array(s, dtype=np.float32) for s in state]
+            self._prev_actions = np.array(actions, dtype=self._prev_actions.dtype).reshape(
+                self._prev_actions.shape
+            )
         return unflatten_action(space, actions)
 
-    def compute_single_action(self, observation: Any, explore: bool = False) -> Any:
-        """The action for one observation (greedy unless ``explore``)."""
-        actions = self.compute_actions(_with_batch_axis(observation), explore=explore)
+    def compute_single_action(
+        self, observation: Any, explore: bool = False, episode_start: bool = False, prev_reward: float = 0.0
+    ) -> Any:
+        """The action for one observation (greedy unless ``explore``); see the class for recurrent state."""
+        actions = self.compute_actions(
+            _with_batch_axis(observation), explore=explore, episode_start=episode_start,
+            prev_rewards=np.array([prev_reward], np.float32),
+        )  # fmt: skip
         if isinstance(self.action_space, Discrete):
             return int(actions[0])
         if isinstance(actions, dict):

@@ -34,6 +34,7 @@ class A2C(Trainer):
         "torch": "rlgear.plugins.algorithms.a2c.torch_policy:A2CTorchPolicy",
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
+    recurrent = True
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

@@ -15,10 +15,11 @@ class A2CTFPolicy(TFPolicy):
 
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
-            advantages = normalize_advantages(advantages)
+            advantages = normalize_advantages(advantages, mask)
         return actor_critic_loss(
             self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
@@ -27,4 +28,5 @@ class A2CTFPolicy(TFPolicy):
             batch[SB.VALUE_TARGETS],
             training.vf_loss_coeff,
             training.entropy_coeff,
+            mask,
         )

@@ -17,10 +17,11 @@ class A2CTorchPolicy(TorchPolicy):
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
-            advantages = normalize_advantages(advantages)
+            advantages = normalize_advantages(advantages, mask)
         return actor_critic_loss(
             self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
@@ -29,4 +30,5 @@ class A2CTorchPolicy(TorchPolicy):
             batch[SB.VALUE_TARGETS],
             training.vf_loss_coeff,
             training.entropy_coeff,
+            mask,
         )

@@ -35,6 +35,7 @@ class A3C(Trainer):
         "tf": "rlgear.plugins.algorithms.a3c.tf_policy:A3CTFPolicy",
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
+    recurrent = True
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

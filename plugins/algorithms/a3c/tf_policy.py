@@ -16,7 +16,8 @@ class A3CTFPolicy(TFPolicy):
 
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         return actor_critic_loss(
             self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
@@ -25,4 +26,5 @@ class A3CTFPolicy(TFPolicy):
             batch[SB.VALUE_TARGETS],
             training.vf_loss_coeff,
             training.entropy_coeff,
+            mask,
         )

@@ -18,7 +18,8 @@ class A3CTorchPolicy(TorchPolicy):
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         return actor_critic_loss(
             self.action_distribution(dist_inputs, batch),
             batch[SB.ACTIONS],
@@ -27,4 +28,5 @@ class A3CTorchPolicy(TorchPolicy):
             batch[SB.VALUE_TARGETS],
             training.vf_loss_coeff,
             training.entropy_coeff,
+            mask,
         )

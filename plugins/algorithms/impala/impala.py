@@ -28,6 +28,7 @@ import numpy as np
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
 from rlgear.execution.async_ops import AsyncSampler
+from rlgear.execution.sequences import makes_own_sequences
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig
 from rlgear.sample_batch import SampleBatch
 from rlgear.trainer import Trainer
@@ -53,15 +54,30 @@ class IMPALA(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
+    recurrent = True
+
     @staticmethod
+    @makes_own_sequences
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
-        """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept)."""
+        """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept).
+
+        With ``model.lstm`` each sequence also carries the actor's state before its first step
+        (``state_in_<k>``, ``[B, cell]``) and the previous actions; the learner runs the LSTM along
+        the whole fragment, resetting the state at FIRST rows. Fixed-length sequences that cross
+        episodes, rather than padded per-episode chunks, because V-trace runs along the fragment and
+        bootstraps from its last row: a chunk cut at ``max_seq_len`` would lack that row.
+        """
         columns = (
             (*SEQUENCE_COLUMNS, SampleBatch.ACTION_MASK)
             if SampleBatch.ACTION_MASK in fragment
             else SEQUENCE_COLUMNS
         )
-        return SampleBatch({key: np.swapaxes(fragment[key], 0, 1) for key in columns})
+        out = {key: np.swapaxes(fragment[key], 0, 1) for key in columns}
+        if config.model.lstm:
+            out[SampleBatch.PREV_ACTIONS] = np.swapaxes(fragment[SampleBatch.PREV_ACTIONS], 0, 1)
+            for k in range(2):
+                out[SampleBatch.state_in(k)] = fragment[SampleBatch.state_in(k)][0]
+        return SampleBatch(out)
 
     def setup(self, config: RunConfig) -> None:
         if config.workers.batch_mode != "truncate_episodes":

@@ -71,6 +71,7 @@ def vtrace(
 
 class IMPALATFPolicy(TFPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, SB.STEP_TYPES, SB.ACTION_LOGP)
+    rows_are_sequences = True
 
     def to_tensors(self, batch: SB, columns: Any) -> dict[str, tf.Tensor]:
         """Sequences ``[N, T+1, ...]``: observations are flattened per step, then put back in shape."""
@@ -89,7 +90,18 @@ class IMPALATFPolicy(TFPolicy):
         def time_major(x: tf.Tensor) -> tf.Tensor:  # [N*(T+1)] -> [T+1, N]
             return tf.transpose(tf.reshape(x, [n, steps]))
 
-        dist_inputs, values = self.model(tf.reshape(obs, [-1, obs.shape[-1]]))
+        if self.recurrent:  # along each whole sequence from its first state, zeroed at FIRST rows
+            prev_actions = batch.get(SB.PREV_ACTIONS)
+            dist_inputs, values, _ = self.model(
+                tf.reshape(obs, [-1, obs.shape[-1]]),
+                [batch[SB.state_in(0)], batch[SB.state_in(1)]],
+                None if prev_actions is None else tf.reshape(prev_actions, [-1, *prev_actions.shape[2:]]),
+                tf.reshape(batch[SB.REWARDS], [-1]),
+                steps,
+                tf.reshape(tf.equal(batch[SB.STEP_TYPES], int(StepType.FIRST)), [-1]),
+            )
+        else:
+            dist_inputs, values = self.model(tf.reshape(obs, [-1, obs.shape[-1]]))
         mask = batch.get(SB.ACTION_MASK)  # [N, T+1, n]: each step's own mask
         dist = self.dist_class(dist_inputs, None if mask is None else tf.reshape(mask, [-1, mask.shape[-1]]))
         actions = batch[SB.ACTIONS]

@@ -58,6 +58,7 @@ def vtrace(
 
 class IMPALATorchPolicy(TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, SB.STEP_TYPES, SB.ACTION_LOGP)
+    rows_are_sequences = True
 
     def to_tensors(self, batch: SB, columns: Any) -> dict[str, torch.Tensor]:
         """Sequences ``[N, T+1, ...]``: observations are flattened per step, then put back in shape."""
@@ -76,7 +77,19 @@ class IMPALATorchPolicy(TorchPolicy):
         def time_major(x: torch.Tensor) -> torch.Tensor:  # [N*(T+1), ...] -> [T+1, N, ...]
             return x.reshape(n, steps, *x.shape[1:]).transpose(0, 1)
 
-        dist_inputs, values = self.model(obs.reshape(n * steps, -1))
+        if self.recurrent:  # along each whole sequence from its first state, zeroed at FIRST rows
+            dist_inputs, values, _ = self.model(
+                obs.reshape(n * steps, -1),
+                [batch[SB.state_in(0)], batch[SB.state_in(1)]],
+                batch[SB.PREV_ACTIONS].reshape(n * steps, *batch[SB.PREV_ACTIONS].shape[2:])
+                if SB.PREV_ACTIONS in batch
+                else None,
+                batch[SB.REWARDS].reshape(-1),
+                steps,
+                (batch[SB.STEP_TYPES] == int(StepType.FIRST)).reshape(-1),
+            )
+        else:
+            dist_inputs, values = self.model(obs.reshape(n * steps, -1))
         mask = batch.get(SB.ACTION_MASK)  # [N, T+1, n]: each step's own mask
         dist = self.dist_class(dist_inputs, None if mask is None else mask.reshape(n * steps, -1))
         actions = batch[SB.ACTIONS]

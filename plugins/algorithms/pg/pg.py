@@ -58,6 +58,7 @@ class PG(Trainer):
         "torch": "rlgear.plugins.algorithms.pg.torch_policy:PGTorchPolicy",
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
+    recurrent = True
 
     def setup(self, config: RunConfig) -> None:
         check_batch_mode(config)  # before any env or policy is built

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
+from rlgear.plugins.backends.torch import TorchPolicy, masked_mean, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -18,20 +18,21 @@ class PGTorchPolicy(TorchPolicy):
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         dist = self.action_distribution(dist_inputs, batch)
         logp = dist.logp(batch[SB.ACTIONS])
         # Advantages are constants (computed at sampling time), so the policy
         # term sends no gradient into the baseline.
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
-            advantages = normalize_advantages(advantages)
-        policy_loss = -(logp * advantages).mean()
-        entropy = dist.entropy().mean()
+            advantages = normalize_advantages(advantages, mask)
+        policy_loss = -masked_mean(logp * advantages, mask)
+        entropy = masked_mean(dist.entropy(), mask)
         loss = policy_loss - training.entropy_coeff * entropy
         stats = {"policy_loss": policy_loss.detach(), "entropy": entropy.detach()}
         if training.use_baseline:
-            vf_loss = 0.5 * ((values - batch[SB.VALUE_TARGETS]) ** 2).mean()
+            vf_loss = 0.5 * masked_mean((values - batch[SB.VALUE_TARGETS]) ** 2, mask)
             loss = loss + training.vf_loss_coeff * vf_loss
             stats["vf_loss"] = vf_loss.detach()
         return loss, stats

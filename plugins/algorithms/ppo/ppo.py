@@ -27,6 +27,7 @@ class PPO(Trainer):
         "torch": "rlgear.plugins.algorithms.ppo.torch_policy:PPOTorchPolicy",
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
+    recurrent = True
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

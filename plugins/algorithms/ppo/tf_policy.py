@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.execution.schedules import piecewise_linear
-from rlgear.plugins.backends.tf import TFPolicy, normalize_advantages, tf
+from rlgear.plugins.backends.tf import TFPolicy, masked_mean, normalize_advantages, tf
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
@@ -39,7 +39,8 @@ class PPOTFPolicy(TFPolicy):
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
         clip = self._clip
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         dist = self.action_distribution(dist_inputs, batch)
         logp = dist.logp(batch[SB.ACTIONS])
         log_ratio = logp - batch[SB.ACTION_LOGP]
@@ -47,11 +48,11 @@ class PPOTFPolicy(TFPolicy):
 
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
-            advantages = normalize_advantages(advantages)
+            advantages = normalize_advantages(advantages, mask)
         surrogate = tf.minimum(
             advantages * ratio, advantages * tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip)
         )
-        policy_loss = -tf.reduce_mean(surrogate)
+        policy_loss = -masked_mean(surrogate, mask)
 
         targets = batch[SB.VALUE_TARGETS]
         vf_loss = (values - targets) ** 2
@@ -59,13 +60,13 @@ class PPOTFPolicy(TFPolicy):
             old = batch[SB.VF_PREDS]
             clipped = old + tf.clip_by_value(values - old, -training.vf_clip_param, training.vf_clip_param)
             vf_loss = tf.maximum(vf_loss, (clipped - targets) ** 2)
-        vf_loss = 0.5 * tf.reduce_mean(vf_loss)
-        entropy = tf.reduce_mean(dist.entropy())
+        vf_loss = 0.5 * masked_mean(vf_loss, mask)
+        entropy = masked_mean(dist.entropy(), mask)
         loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
 
         # Low-variance KL estimator (Schulman, "Approximating KL divergence", 2020).
-        approx_kl = tf.stop_gradient(tf.reduce_mean((ratio - 1.0) - log_ratio))
-        clip_fraction = tf.stop_gradient(tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32)))
+        approx_kl = tf.stop_gradient(masked_mean((ratio - 1.0) - log_ratio, mask))
+        clip_fraction = tf.stop_gradient(masked_mean(tf.cast(tf.abs(ratio - 1.0) > clip, tf.float32), mask))
         return loss, {
             "policy_loss": policy_loss,
             "vf_loss": vf_loss,

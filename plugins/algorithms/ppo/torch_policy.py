@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rlgear.execution.schedules import piecewise_linear
-from rlgear.plugins.backends.torch import TorchPolicy, normalize_advantages
+from rlgear.plugins.backends.torch import TorchPolicy, masked_mean, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -21,7 +21,8 @@ class PPOTorchPolicy(TorchPolicy):
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
         clip = self.clip_param()
-        dist_inputs, values = self.model(batch[SB.OBS])
+        mask = batch.get(SB.SEQ_MASK)  # padding of recurrent sequences weighs nothing
+        dist_inputs, values = self.model_outputs(batch)
         dist = self.action_distribution(dist_inputs, batch)
         logp = dist.logp(batch[SB.ACTIONS])
         log_ratio = logp - batch[SB.ACTION_LOGP]
@@ -29,9 +30,9 @@ class PPOTorchPolicy(TorchPolicy):
 
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
-            advantages = normalize_advantages(advantages)
+            advantages = normalize_advantages(advantages, mask)
         surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
-        policy_loss = -surrogate.mean()
+        policy_loss = -masked_mean(surrogate, mask)
 
         targets = batch[SB.VALUE_TARGETS]
         vf_loss = (values - targets) ** 2
@@ -39,14 +40,14 @@ class PPOTorchPolicy(TorchPolicy):
             old = batch[SB.VF_PREDS]
             clipped = old + torch.clamp(values - old, -training.vf_clip_param, training.vf_clip_param)
             vf_loss = torch.max(vf_loss, (clipped - targets) ** 2)
-        vf_loss = 0.5 * vf_loss.mean()
-        entropy = dist.entropy().mean()
+        vf_loss = 0.5 * masked_mean(vf_loss, mask)
+        entropy = masked_mean(dist.entropy(), mask)
         loss = policy_loss + training.vf_loss_coeff * vf_loss - training.entropy_coeff * entropy
 
         with torch.no_grad():
             # Low-variance KL estimator (Schulman, "Approximating KL divergence", 2020).
-            approx_kl = ((ratio - 1.0) - log_ratio).mean()
-            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+            approx_kl = masked_mean((ratio - 1.0) - log_ratio, mask)
+            clip_fraction = masked_mean(((ratio - 1.0).abs() > clip).float(), mask)
         return loss, {
             "policy_loss": policy_loss.detach(),
             "vf_loss": vf_loss.detach(),

@@ -14,7 +14,7 @@ from rlgear.plugins.backends.tf.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.tf.losses import actor_critic_loss, normalize_advantages
+from rlgear.plugins.backends.tf.losses import actor_critic_loss, masked_mean, normalize_advantages
 from rlgear.plugins.backends.tf.models import (
     ACTIVATIONS,
     ActorCriticMLP,
@@ -42,6 +42,7 @@ __all__ = [
     "build_model",
     "conv_encoder",
     "distribution_class",
+    "masked_mean",
     "named_variables",
     "normalize_advantages",
     "tf",

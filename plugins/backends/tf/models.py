@@ -251,7 +251,8 @@ def build_model(
     model_config: Any,
     rng: np.random.Generator,
 ) -> Any:
-    """The catalog MLP, or the user's ``model.custom`` class; ``rng`` draws the initial weights."""
+    """The catalog MLP (or LSTM with ``model.lstm``), or the user's ``model.custom`` class; ``rng`` draws
+    the initial weights."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
         if not isinstance(cls, type):
@@ -275,6 +276,15 @@ def build_model(
         return model
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    if getattr(model_config, "lstm", False):
+        if isinstance(observation_space, Box) and len(observation_space.shape) == 3:
+            raise ConfigError(
+                "model.lstm: an LSTM over image observations (a conv net before the LSTM) is not "
+                f"supported yet; the observation space is {observation_space!r}"
+            )
+        from rlgear.plugins.backends.tf.recurrent import LSTMActorCritic
+
+        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config, rng)
     encoder = conv_encoder(observation_space, model_config, rng)
     return ActorCriticMLP(
         flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config, rng, encoder

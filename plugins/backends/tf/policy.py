@@ -27,12 +27,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.tf.distributions import action_noise_width, distribution_class
 from rlgear.plugins.backends.tf.models import ActorCriticMLP, build_model, named_variables
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
 from rlgear.plugins.backends.tf.runtime import tf
-from rlgear.policy import Policy, PolicyState, all_finite, flatten_observations
+from rlgear.policy import Policy, PolicyState, action_dim, all_finite, flatten_observations
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Discrete, MultiDiscrete, Space, flat_action_dim, flat_dim
 from rlgear.timestep import TimeStep
@@ -121,6 +122,9 @@ class TFPolicy(Policy):
     """
 
     loss_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    #: True when every batch row is already a whole sequence ``[N, T, ...]`` (IMPALA), not a row of
+    #: padded ``max_seq_len`` sequences: minibatches then pick rows as for a feed-forward policy.
+    rows_are_sequences: ClassVar[bool] = False
     #: batch columns holding observations (flattened and one-hot encoded like ``obs``)
     observation_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS,)
     #: per-row loss outputs (not averaged), passed to ``on_row_outputs``
@@ -133,6 +137,8 @@ class TFPolicy(Policy):
         seed = config.seed
         # Initial weights come from numpy (one stream per policy seed), not TF's global RNG.
         self.init_rng = np.random.default_rng(None if seed is None else [seed, 0x7F])
+        self.recurrent = bool(getattr(config.model, "lstm", False))
+        self.max_seq_len = int(config.model.max_seq_len) if self.recurrent else 0
         self.model = self.make_model()
         self.named_variables = named_variables(self.model)
         names = [name for name, _ in self.named_variables]
@@ -185,18 +191,25 @@ class TFPolicy(Policy):
         # XLA fuses them into one kernel launch (compiled once per batch size, i.e. once
         # per run). Custom models may use ops XLA lacks, so only the catalog's are fused.
         jit = not self.config.model.custom
-        self._forward = self.function(self.model.__call__, [self._obs_spec], jit)
         width = flat_dim(self.observation_space) + action_noise_width(self.action_space)
-        # One function for exploring and greedy acting (greedy = sampling with greedy_noise):
-        # a second graph without the noise input ran 3-4x slower per call (TF 2.21, CPU).
-        self._act = self.function(self._act_packed, [tf.TensorSpec([None, width], tf.float32)], jit)
-        # With action masks (traced on first use only): the mask rides as 0/1 columns after the noise.
-        mask_width = _mask_width(self.action_space)
-        self._act_masked = (
-            self.function(self._act_packed, [tf.TensorSpec([None, width + mask_width], tf.float32)], jit)
-            if mask_width
-            else None
-        )
+        if not self.recurrent:
+            self._forward = self.function(self.model.__call__, [self._obs_spec], jit)
+            # One function for exploring and greedy acting (greedy = sampling with greedy_noise):
+            # a second graph without the noise input ran 3-4x slower per call (TF 2.21, CPU).
+            self._act = self.function(self._act_packed, [tf.TensorSpec([None, width], tf.float32)], jit)
+            # With action masks (traced on first use only): the mask rides as 0/1 columns after the noise.
+            mask_width = _mask_width(self.action_space)
+            self._act_masked = (
+                self.function(self._act_packed, [tf.TensorSpec([None, width + mask_width], tf.float32)], jit)
+                if mask_width
+                else None
+            )
+        else:
+            cell = int(self.config.model.lstm_cell_size)
+            width += 1 + 2 * cell + action_dim(self.action_space)  # + reward, h, c, previous action
+            self._recurrent_act = self.function(
+                self._recurrent_act_packed, [tf.TensorSpec([None, width], tf.float32)], jit
+            )
 
     def update_config(self, config: Any) -> None:
         super().update_config(config)
@@ -205,14 +218,21 @@ class TFPolicy(Policy):
     # --- acting -------------------------------------------------------------
     def _make_fast_actor(self) -> NumpyActorCritic | None:
         model_config = self.config.model
+        seed = None if self.config.seed is None else self.config.seed + 1
+        twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+        if self.recurrent:
+            return (
+                NumpyLSTMActorCritic(self.action_space, model_config, seed)
+                if model_config.numpy_inference and twin_acts
+                else None
+            )
         if not (
             model_config.numpy_inference
             and isinstance(self.model, ActorCriticMLP)
-            and isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+            and twin_acts
             and self.model.encoder is None  # the numpy twin is MLP-only
         ):
             return None
-        seed = None if self.config.seed is None else self.config.seed + 1
         return NumpyActorCritic(
             self.action_space, len(model_config.hidden_sizes), model_config.activation,
             bool(model_config.vf_share_layers), seed,
@@ -257,9 +277,95 @@ class TFPolicy(Policy):
             columns.append(out[SampleBatch.VF_PREDS][:, None])
         return tf.concat(columns, axis=1)
 
+    def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
+        if not self.recurrent:
+            return []
+        cell = int(self.config.model.lstm_cell_size)
+        return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
+
+    def _recurrent_act_packed(self, packed: tf.Tensor) -> tf.Tensor:
+        """One LSTM step and a sample, one tensor in and out (as :meth:`_act_packed`).
+
+        In: observations, noise, previous reward, h, c, previous action (``[B, ...]`` columns, in that
+        order). Out: action columns, log-probability, value, h', c'.
+        """
+        features = flat_dim(self.observation_space)
+        noise_width = action_dim(self.action_space)
+        cell = int(self.config.model.lstm_cell_size)
+        obs, rest = packed[:, :features], packed[:, features:]
+        noise, reward = rest[:, :noise_width], rest[:, noise_width]
+        h = rest[:, noise_width + 1 : noise_width + 1 + cell]
+        c = rest[:, noise_width + 1 + cell : noise_width + 1 + 2 * cell]
+        prev_action = rest[:, noise_width + 1 + 2 * cell :]
+        if isinstance(self.action_space, Discrete):
+            prev_action = prev_action[:, 0]
+        dist_inputs, values, (h, c) = self.model(obs, [h, c], prev_action, reward, 1)
+        dist = self.dist_class(dist_inputs)
+        actions = dist.sample(noise)
+        batch = tf.shape(packed)[0]
+        columns = [tf.reshape(tf.cast(actions, tf.float32), [batch, -1]), dist.logp(actions)[:, None]]
+        return tf.concat([*columns, values[:, None], h, c], axis=1)
+
+    def _compute_recurrent_actions(
+        self, timestep: TimeStep, state: list[np.ndarray] | None, explore: bool
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[str, np.ndarray]]:
+        obs = self.preprocess(timestep.observation)
+        n = obs.shape[0]
+        if state is None:
+            state = self.get_initial_state(n)
+        fast = self.fast_actor
+        if fast is not None:
+            if fast.version != self.weights_version:
+                fast.load(self.get_weights(), self.weights_version)
+            actions, logp, values, new_state = fast.act(
+                obs, state, explore, timestep.prev_action, timestep.reward, timestep.action_mask
+            )
+            return actions, new_state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
+        if timestep.action_mask is not None:
+            raise ValueError(
+                "a recurrent policy on the tf backend acts on masked actions with its numpy twin only: "
+                "set model.numpy_inference: true (the default), or use the torch backend"
+            )
+        if explore:
+            noise = self.dist_class.draw_noise(self.acting_rng, n, self.action_space)
+        else:
+            noise = self.dist_class.greedy_noise(n, self.action_space)
+        inputs = [
+            obs, noise, np.asarray(timestep.reward, np.float32).reshape(n, 1), *state,
+            np.asarray(timestep.prev_action, np.float32).reshape(n, -1),
+        ]  # fmt: skip
+        packed = self._recurrent_act(tf.constant(np.concatenate(inputs, axis=1).astype(np.float32))).numpy()
+        k = 1 if isinstance(self.action_space, Discrete) else self.action_space.size
+        actions = (
+            packed[:, 0].astype(np.int64)
+            if k == 1 and isinstance(self.action_space, Discrete)
+            else packed[:, :k]
+        )
+        cell = int(self.config.model.lstm_cell_size)
+        new_state = [packed[:, k + 2 : k + 2 + cell].copy(), packed[:, k + 2 + cell :].copy()]
+        return (
+            actions,
+            new_state,
+            {SampleBatch.ACTION_LOGP: packed[:, k], SampleBatch.VF_PREDS: packed[:, k + 1]},
+        )
+
+    def recurrent_step(
+        self, timestep: TimeStep, state: list[np.ndarray]
+    ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+        """One step of the framework's LSTM model: ``(dist_inputs, values, new_state)`` (for tests)."""
+        return self.model(
+            tf.constant(self.preprocess(timestep.observation)),
+            [tf.constant(np.asarray(s, np.float32)) for s in state],
+            tf.constant(np.asarray(timestep.prev_action)),
+            tf.constant(np.asarray(timestep.reward, np.float32)),
+            1,
+        )
+
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        if self.recurrent:
+            return self._compute_recurrent_actions(timestep, state, explore)
         obs = self.preprocess(timestep.observation)
         fast = self.fast_actor
         if fast is not None:
@@ -298,6 +404,10 @@ class TFPolicy(Policy):
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
+        if self.recurrent:
+            raise TypeError(
+                "a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)"
+            )
         dist_inputs, _ = self._forward(tf.convert_to_tensor(self.preprocess(observations)))
         return dist_inputs.numpy()
 
@@ -311,9 +421,40 @@ class TFPolicy(Policy):
         when the env has masks (each row's mask is the one its action was chosen under)."""
         return self.dist_class(dist_inputs, batch.get(SampleBatch.ACTION_MASK))
 
-    def _loss_tensor_columns(self) -> tuple[str, ...]:
-        """``loss_columns`` plus the action mask, which every loss reads through :meth:`action_distribution`."""
-        return (*self.loss_columns, SampleBatch.ACTION_MASK)
+    def model_outputs(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(dist_inputs, values)`` for the rows of a minibatch (as ``TorchPolicy.model_outputs``).
+
+        A recurrent model runs over the padded sequences (``max_seq_len`` rows each) from the
+        state-in of each sequence's first row; losses weigh rows by ``batch["seq_mask"]``.
+        """
+        if not self.recurrent:
+            return self.model(batch[SampleBatch.OBS])
+        length = self.max_seq_len
+        dist_inputs, values, _ = self.model(
+            batch[SampleBatch.OBS],
+            [batch[SampleBatch.state_in(k)][::length] for k in range(2)],
+            batch.get(SampleBatch.PREV_ACTIONS),
+            batch.get(SampleBatch.REWARDS),
+            length,
+        )
+        return dist_inputs, values
+
+    def _all_loss_columns(self) -> tuple[str, ...]:
+        """``loss_columns``, the action mask (every loss reads it through :meth:`action_distribution`)
+        and, for a recurrent model, what :meth:`model_outputs` reads."""
+        if not self.recurrent:
+            return (*self.loss_columns, SampleBatch.ACTION_MASK)
+        extra = (
+            SampleBatch.ACTION_MASK,
+            SampleBatch.SEQ_MASK,
+            SampleBatch.state_in(0),
+            SampleBatch.state_in(1),
+        )
+        if self.config.model.lstm_use_prev_action:
+            extra += (SampleBatch.PREV_ACTIONS,)
+        if self.config.model.lstm_use_prev_reward:
+            extra += (SampleBatch.REWARDS,)
+        return tuple(dict.fromkeys((*self.loss_columns, *extra)))
 
     def on_row_outputs(self, rows: np.ndarray, outputs: dict[str, np.ndarray]) -> None:
         """Receive the ``row_outputs`` of the minibatch made of batch rows ``rows``."""
@@ -390,16 +531,24 @@ class TFPolicy(Policy):
         training = self.config.training
         lr = self._current_lr()
         self.optimizer.lr = lr
-        tensors = self.to_tensors(batch, self._loss_tensor_columns())
+        tensors = self.to_tensors(batch, self._all_loss_columns())
         step = self._sgd_step_for(tensors)
         n = len(batch)
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
+        # Recurrent: shuffle whole sequences; a minibatch holds round(size / max_seq_len) of them (>= 1).
+        padded = self.recurrent and not self.rows_are_sequences
+        length = self.max_seq_len if padded else 1
+        units = n // length
+        per_minibatch = max(1, round(minibatch / length)) if padded else minibatch
+        within = np.arange(length, dtype=np.int32)
         results = []
         for _ in range(epochs):
-            order = self.rng.permutation(n).astype(np.int32)
-            for start in range(0, n, minibatch):
-                rows = order[start : start + minibatch]
+            order = self.rng.permutation(units).astype(np.int32)
+            for start in range(0, units, per_minibatch):
+                rows = order[start : start + per_minibatch]
+                if padded:
+                    rows = (rows[:, None] * length + within).reshape(-1)
                 out = step(tensors, tf.convert_to_tensor(rows))
                 self.num_grad_updates += 1
                 self.weights_version += 1
@@ -443,7 +592,7 @@ class TFPolicy(Policy):
         loss does not reach gets a zero gradient. ``row_outputs`` go to
         :meth:`on_row_outputs` with every row of the batch.
         """
-        tensors = self.to_tensors(batch, self._loss_tensor_columns())
+        tensors = self.to_tensors(batch, self._all_loss_columns())
         grads, stats = self._gradients_for(tensors)(tensors)
         if self.row_outputs:
             self.on_row_outputs(np.arange(len(batch)), {k: stats.pop(k).numpy() for k in self.row_outputs})

@@ -13,7 +13,7 @@ from rlgear.plugins.backends.torch.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.torch.losses import actor_critic_loss, normalize_advantages
+from rlgear.plugins.backends.torch.losses import actor_critic_loss, masked_mean, normalize_advantages
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, ConvEncoder, build_model, conv_encoder
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 
@@ -28,5 +28,6 @@ __all__ = [
     "build_model",
     "conv_encoder",
     "distribution_class",
+    "masked_mean",
     "normalize_advantages",
 ]

@@ -7,11 +7,30 @@ from typing import Any
 import torch
 
 
-def normalize_advantages(advantages: torch.Tensor) -> torch.Tensor:
-    """Mean 0, std 1 over the (mini)batch; a single row is left as it is."""
-    if advantages.numel() <= 1:
+def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The mean of ``x`` over the rows where ``mask`` is 1 (all rows without a mask).
+
+    Recurrent policies learn on zero-padded sequences (``seq_mask``); padding
+    must weigh nothing in a loss term or a statistic.
+    """
+    if mask is None:
+        return x.mean()
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean 0, std 1 (unbiased) over the (mini)batch's rows, or over those where ``mask`` is 1;
+    a single row is left as it is."""
+    if mask is None:
+        if advantages.numel() <= 1:
+            return advantages
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    count = mask.sum()
+    if count <= 1:
         return advantages
-    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    mean = (advantages * mask).sum() / count
+    variance = (((advantages - mean) * mask) ** 2).sum() / (count - 1)
+    return (advantages - mean) / (variance.sqrt() + 1e-8)
 
 
 def actor_critic_loss(
@@ -22,6 +41,7 @@ def actor_critic_loss(
     value_targets: torch.Tensor,
     vf_loss_coeff: float,
     entropy_coeff: float,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The advantage actor-critic loss (Mnih et al. 2016, arXiv:1602.01783) and its stats (detached).
 
@@ -29,11 +49,11 @@ def actor_critic_loss(
     the squared error of the value head, minus ``entropy_coeff`` times the
     entropy. A2C and A3C share it: they differ in how gradients reach the
     weights, not in the loss. The TF backend's twin computes the same terms
-    in the same order.
+    in the same order. ``mask`` (``seq_mask``) keeps padding rows out of every term.
     """
-    policy_loss = -(dist.logp(actions) * advantages).mean()
-    vf_loss = 0.5 * ((values - value_targets) ** 2).mean()
-    entropy = dist.entropy().mean()
+    policy_loss = -masked_mean(dist.logp(actions) * advantages, mask)
+    vf_loss = 0.5 * masked_mean((values - value_targets) ** 2, mask)
+    entropy = masked_mean(dist.entropy(), mask)
     loss = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy
     return loss, {
         "policy_loss": policy_loss.detach(),

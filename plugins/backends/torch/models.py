@@ -204,7 +204,7 @@ class ActorCriticMLP(nn.Module):
 def build_model(
     observation_space: Space, action_space: Space, num_outputs: int, model_config: Any
 ) -> nn.Module:
-    """The catalog MLP, or the user's ``model.custom`` class."""
+    """The catalog MLP (or LSTM with ``model.lstm``), or the user's ``model.custom`` class."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
@@ -223,6 +223,15 @@ def build_model(
             ) from err
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    if getattr(model_config, "lstm", False):
+        if isinstance(observation_space, Box) and len(observation_space.shape) == 3:
+            raise ConfigError(
+                "model.lstm: an LSTM over image observations (a conv net before the LSTM) is not "
+                f"supported yet; the observation space is {observation_space!r}"
+            )
+        from rlgear.plugins.backends.torch.recurrent import LSTMActorCritic
+
+        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config)
     return ActorCriticMLP(
         flat_dim(observation_space),
         num_outputs,

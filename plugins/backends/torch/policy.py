@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.distributions import distribution_class
 from rlgear.plugins.backends.torch.models import (
@@ -56,11 +57,16 @@ class TorchPolicy(Policy):
     """
 
     loss_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS, SampleBatch.ACTIONS)
+    #: True when every batch row is already a whole sequence ``[N, T, ...]`` (IMPALA), not a row of
+    #: padded ``max_seq_len`` sequences: minibatches then pick rows as for a feed-forward policy.
+    rows_are_sequences: ClassVar[bool] = False
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)
         self.dist_class = distribution_class(action_space)  # TypeError for a space it cannot act in
         self.num_outputs = self.dist_class.required_inputs(action_space)
+        self.recurrent = bool(getattr(config.model, "lstm", False))
+        self.max_seq_len = int(config.model.max_seq_len) if self.recurrent else 0
         self.model = self.make_model()
         self._weight_names = self._neutral_names()
         training = config.training
@@ -86,14 +92,21 @@ class TorchPolicy(Policy):
     # --- acting -------------------------------------------------------------
     def _make_fast_actor(self) -> NumpyActorCritic | None:
         model_config = self.config.model
+        seed = None if self.config.seed is None else self.config.seed + 1
+        twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+        if self.recurrent:
+            return (
+                NumpyLSTMActorCritic(self.action_space, model_config, seed)
+                if model_config.numpy_inference and twin_acts
+                else None
+            )
         if not (
             model_config.numpy_inference
             and isinstance(self.model, ActorCriticMLP)
-            and isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+            and twin_acts
             and self.model.encoder is None  # the numpy twin is MLP-only
         ):
             return None
-        seed = None if self.config.seed is None else self.config.seed + 1
         return NumpyActorCritic(
             self.action_space, len(model_config.hidden_sizes), model_config.activation,
             bool(model_config.vf_share_layers), seed,
@@ -102,9 +115,17 @@ class TorchPolicy(Policy):
     def preprocess(self, observations: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(flatten_observations(self.observation_space, observations))
 
+    def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
+        if not self.recurrent:
+            return []
+        cell = int(self.config.model.lstm_cell_size)
+        return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
+
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        if self.recurrent:
+            return self._compute_recurrent_actions(timestep, state, explore)
         fast = self.fast_actor
         if fast is not None:
             if fast.version != self.weights_version:
@@ -122,8 +143,52 @@ class TorchPolicy(Policy):
                 extras[SampleBatch.VF_PREDS] = values.numpy()
         return actions.numpy().astype(self._action_dtype, copy=False), state, extras
 
+    def _compute_recurrent_actions(
+        self, timestep: TimeStep, state: list[np.ndarray] | None, explore: bool
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[str, np.ndarray]]:
+        n = np.shape(timestep.step_type)[0]
+        if state is None:
+            state = self.get_initial_state(n)
+        fast = self.fast_actor
+        if fast is not None:
+            if fast.version != self.weights_version:
+                fast.load(self.get_weights(), self.weights_version)
+            obs = flatten_observations(self.observation_space, timestep.observation)
+            actions, logp, values, new_state = fast.act(
+                obs, state, explore, timestep.prev_action, timestep.reward, timestep.action_mask
+            )
+            return actions, new_state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
+        with torch.inference_mode():
+            dist_inputs, values, new_state = self.recurrent_step(timestep, state)
+            mask = timestep.action_mask
+            dist = self.dist_class(dist_inputs, None if mask is None else torch.from_numpy(mask))
+            actions = dist.sample() if explore else dist.deterministic_sample()
+            extras = {
+                SampleBatch.ACTION_LOGP: dist.logp(actions).numpy(),
+                SampleBatch.VF_PREDS: values.numpy(),
+            }
+        return actions.numpy().astype(self._action_dtype, copy=False), [s.numpy() for s in new_state], extras
+
+    def recurrent_step(
+        self, timestep: TimeStep, state: list[np.ndarray]
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """One step of the framework's LSTM model: ``(dist_inputs, values, new_state)`` (for acting and
+        for tests comparing backends and the numpy twin); no gradient is recorded."""
+        with torch.no_grad():
+            return self.model(
+                self.preprocess(timestep.observation),
+                [torch.from_numpy(np.asarray(s, np.float32)) for s in state],
+                torch.from_numpy(np.asarray(timestep.prev_action)),
+                torch.from_numpy(np.asarray(timestep.reward, np.float32)),
+                1,
+            )
+
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""
+        if self.recurrent:
+            raise TypeError(
+                "a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)"
+            )
         with torch.inference_mode():
             dist_inputs, _ = self.model(self.preprocess(observations))
         return dist_inputs.numpy()
@@ -138,9 +203,41 @@ class TorchPolicy(Policy):
         when the env has masks (each row's mask is the one its action was chosen under)."""
         return self.dist_class(dist_inputs, batch.get(SampleBatch.ACTION_MASK))
 
-    def _loss_tensor_columns(self) -> tuple[str, ...]:
-        """``loss_columns`` plus the action mask, which every loss reads through :meth:`action_distribution`."""
-        return (*self.loss_columns, SampleBatch.ACTION_MASK)
+    def model_outputs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(dist_inputs, values)`` for the rows of a minibatch, from the model in use.
+
+        A recurrent model runs over the batch's padded sequences (``max_seq_len`` rows
+        each) from the state-in of each sequence's first row; losses then weigh rows
+        by ``batch["seq_mask"]`` (see :func:`masked_mean`).
+        """
+        if not self.recurrent:
+            return self.model(batch[SampleBatch.OBS])
+        length = self.max_seq_len
+        dist_inputs, values, _ = self.model(
+            batch[SampleBatch.OBS],
+            [batch[SampleBatch.state_in(k)][::length] for k in range(2)],
+            batch.get(SampleBatch.PREV_ACTIONS),
+            batch.get(SampleBatch.REWARDS),
+            length,
+        )
+        return dist_inputs, values
+
+    def _all_loss_columns(self) -> tuple[str, ...]:
+        """``loss_columns``, the action mask (every loss reads it through :meth:`action_distribution`)
+        and, for a recurrent model, what :meth:`model_outputs` reads."""
+        if not self.recurrent:
+            return (*self.loss_columns, SampleBatch.ACTION_MASK)
+        extra = (
+            SampleBatch.ACTION_MASK,
+            SampleBatch.SEQ_MASK,
+            SampleBatch.state_in(0),
+            SampleBatch.state_in(1),
+        )
+        if self.config.model.lstm_use_prev_action:
+            extra += (SampleBatch.PREV_ACTIONS,)
+        if self.config.model.lstm_use_prev_reward:
+            extra += (SampleBatch.REWARDS,)
+        return tuple(dict.fromkeys((*self.loss_columns, *extra)))
 
     def _current_lr(self) -> float:
         training = self.config.training
@@ -164,17 +261,25 @@ class TorchPolicy(Policy):
         training = self.config.training
         lr = self._current_lr()
         self.optimizer.lr = lr
-        tensors = self.to_tensors(batch, self._loss_tensor_columns())
+        tensors = self.to_tensors(batch, self._all_loss_columns())
         n = len(batch)
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
+        # Recurrent: shuffle whole sequences; a minibatch holds round(size / max_seq_len) of them (>= 1).
+        padded = self.recurrent and not self.rows_are_sequences
+        length = self.max_seq_len if padded else 1
+        units = n // length
+        per_minibatch = max(1, round(minibatch / length)) if padded else minibatch
+        within = torch.arange(length)
         # Stats stay tensors until the end: one stack per stat, not a small op per stat per step.
         history: dict[str, list[torch.Tensor]] = {}
         params = self.optimizer.params
         for _ in range(epochs):
-            order = torch.from_numpy(self.rng.permutation(n))
-            for start in range(0, n, minibatch):
-                idx = order[start : start + minibatch]
+            order = torch.from_numpy(self.rng.permutation(units))
+            for start in range(0, units, per_minibatch):
+                idx = order[start : start + per_minibatch]
+                if padded:
+                    idx = (idx[:, None] * length + within).reshape(-1)
                 loss, stats = self.loss({k: v[idx] for k, v in tensors.items()})
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -211,7 +316,7 @@ class TorchPolicy(Policy):
         clips with ``training.grad_clip``, where the learner applies them. A
         parameter the loss does not reach gets a zero gradient.
         """
-        tensors = self.to_tensors(batch, self._loss_tensor_columns())
+        tensors = self.to_tensors(batch, self._all_loss_columns())
         loss, stats = self.loss(tensors)
         self.optimizer.zero_grad()
         loss.backward()
