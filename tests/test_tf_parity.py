@@ -55,7 +55,14 @@ def resolve(tmp_path, algorithm, training=None, model=None, env="CartPole-v1"):
 
 
 def policy_pair(config, obs_space, act_space):
-    """A torch and a TF policy of ``config.algorithm`` holding the torch policy's weights."""
+    """A torch and a TF policy of ``config.algorithm`` holding the torch policy's weights.
+
+    torch's global RNG is seeded first: the initial weights must not depend on which tests ran
+    before in the same process (thresholds on gradient norms below depend on them).
+    """
+    import torch
+
+    torch.manual_seed(0)
     trainer_cls = registry.load_algorithm(config.algorithm)
     torch_policy = trainer_cls.policy_class("torch")(obs_space, act_space, config)
     tf_policy = trainer_cls.policy_class("tf")(obs_space, act_space, config)
