@@ -303,13 +303,9 @@ def flatten_action(space: Space, actions: Any) -> np.ndarray:
         return np.asarray(actions, dtype=np.int64)
     if not isinstance(space, Tuple | Dict):
         return np.asarray(actions)
-    values = list(actions) if isinstance(space, Tuple) else [actions[k] for k in space]
-    columns = []
     action_parts(space)  # refuses unsupported parts
-    for value in values:
-        value = np.asarray(value)
-        columns.append(value.reshape(value.shape[0], -1).astype(np.float32))
-    return np.concatenate(columns, axis=1)
+    values = [np.asarray(v) for v in (actions if isinstance(space, Tuple) else (actions[k] for k in space))]
+    return np.concatenate([v.reshape(v.shape[0], -1).astype(np.float32) for v in values], axis=1)
 
 
 def unflatten_action(space: Space, flat: np.ndarray) -> Any:
