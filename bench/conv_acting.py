@@ -18,12 +18,12 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from rlgear import config as config_mod  # noqa: E402
-from rlgear.discovery import registry  # noqa: E402
-from rlgear.spaces import Box, Discrete  # noqa: E402
-from rlgear.timestep import StepType, TimeStep  # noqa: E402
+from rlgear import config as config_mod
+from rlgear.discovery import registry
+from rlgear.spaces import Box, Discrete
+from rlgear.timestep import StepType, TimeStep
 
 STACKS = {
     "minatar": (Box(np.zeros((10, 10, 4)), np.ones((10, 10, 4)), np.bool_), Discrete(3), [[16, 3, 1]], [128]),
