@@ -173,7 +173,7 @@ def test_numpy_forward_from_neutral_weights_reproduces_the_actor_critic(tmp_path
     assert weights["shared/conv_1/kernel"].shape == (2, 2, 6, 5)
     body = "shared" if shared_mlp else "policy"
     assert weights[f"{body}/hidden_0/kernel"].shape == (4 * 4 * 5, 8)
-    assert policy.fast_actor is None  # the numpy acting twin is MLP-only
+    assert policy.fast_actor is not None and policy.fast_actor.trunk is not None  # acts in numpy
     policy.set_weights(weights)
     obs = images()
     expected_logits, expected_values = reference_actor_critic(weights, obs, shared_mlp)

@@ -111,8 +111,8 @@ class ModelConfig:
         "With observation_filter: mean_std, filtered observations are clipped to [-clip, clip].", 10.0
     )
     numpy_inference: bool = doc(
-        "Act with a numpy copy of the catalog MLP (several times faster for small batches; "
-        "learning stays in the framework). Ignored for custom models.",
+        "Act with a numpy copy of the catalog MLP and its conv trunk (several times faster for small "
+        "batches and small images; learning stays in the framework). Ignored for custom models.",
         True,
     )
     custom: str | None = doc(

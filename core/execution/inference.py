@@ -10,7 +10,9 @@ Learning always runs in the framework. Turn it off with
 ``model.numpy_inference: false``.
 
 Weight names and layouts are the framework-neutral ones (see
-``ActorCriticMLP``): ``policy/hidden_<i>/kernel`` ``[in, out]`` etc.
+``ActorCriticMLP``): ``policy/hidden_<i>/kernel`` ``[in, out]`` etc. With image
+observations the conv trunk (``shared/conv_<i>/...``) runs first, in numpy too
+(:mod:`rlgear.execution.conv_inference`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import math
 
 import numpy as np
 
+from rlgear.config.conv import ConvSpec
+from rlgear.execution.conv_inference import NumpyConvTrunk
 from rlgear.spaces import Box, Discrete, Space
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -55,7 +59,8 @@ def _block_diagonal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class NumpyActorCritic:
-    """Forward pass, sampling and log-probabilities of the catalog actor-critic MLP."""
+    """Forward pass, sampling and log-probabilities of the catalog actor-critic MLP (after its conv
+    trunk when ``conv`` describes one)."""
 
     def __init__(
         self,
@@ -64,6 +69,7 @@ class NumpyActorCritic:
         activation: str,
         shared: bool,
         seed: int | None = None,
+        conv: ConvSpec | None = None,
     ):
         if not isinstance(action_space, Discrete | Box):
             raise TypeError(f"unsupported action space {action_space!r}")
@@ -72,6 +78,7 @@ class NumpyActorCritic:
         self.activation = ACTIVATIONS[activation]
         self.shared = shared
         self.rng = np.random.default_rng(seed)
+        self.trunk = None if conv is None else NumpyConvTrunk(conv)
         self.layers: list[tuple[np.ndarray, np.ndarray]] = []
         self.version = -1
         self._row_index = np.arange(0)
@@ -108,6 +115,8 @@ class NumpyActorCritic:
         self.head = (np.ascontiguousarray(head_kernel), head_bias)
         self._kernels = [_with_bias_row(k, b) for k, b in (*self.layers, self.head)]
         self._inputs = []
+        if self.trunk is not None:
+            self.trunk.load(weights)
         self.log_std = None if self.discrete else np.asarray(weights["policy/log_std"], dtype=np.float32)
         self.version = version
 
@@ -117,7 +126,8 @@ class NumpyActorCritic:
         return self._inputs
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(policy head output, values)`` for flat float32 observations ``[B, F]``.
+        """``(policy head output, values)`` for flat float32 observations ``[B, F]`` (images flat in HWC
+        order, as the framework models take them).
 
         Why this shape: with a handful of observations each numpy call costs far more
         than its arithmetic, so the biases ride in the matmuls (inputs end in a column
@@ -125,7 +135,10 @@ class NumpyActorCritic:
         next layer's input buffer: one matmul and one activation per layer.
         """
         inputs = self._input_buffers(obs.shape[0])
-        inputs[0][:, :-1] = obs
+        if self.trunk is None:
+            inputs[0][:, :-1] = obs
+        else:
+            self.trunk.forward(obs, out=inputs[0][:, :-1])
         for kernel, x, following in zip(self._kernels, inputs, inputs[1:], strict=False):
             self.activation(x @ kernel, following[:, :-1])
         out = inputs[-1] @ self._kernels[-1]

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlgear.config.conv import conv_layers
 from rlgear.execution.inference import NumpyActorCritic
 from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
 from rlgear.execution.schedules import piecewise_linear
@@ -226,16 +227,12 @@ class TFPolicy(Policy):
                 if model_config.numpy_inference and twin_acts
                 else None
             )
-        if not (
-            model_config.numpy_inference
-            and isinstance(self.model, ActorCriticMLP)
-            and twin_acts
-            and self.model.encoder is None  # the numpy twin is MLP-only
-        ):
+        if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP) and twin_acts):
             return None
+        conv = None if self.model.encoder is None else conv_layers(self.observation_space, model_config)
         return NumpyActorCritic(
             self.action_space, len(model_config.hidden_sizes), model_config.activation,
-            bool(model_config.vf_share_layers), seed,
+            bool(model_config.vf_share_layers), seed, conv,
         )  # fmt: skip
 
     def preprocess(self, observations: np.ndarray) -> np.ndarray:
