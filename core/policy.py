@@ -65,6 +65,26 @@ class Policy(ABC):
         """
         return []
 
+    def learner_columns(self, loss_columns: tuple[str, ...]) -> tuple[str, ...]:
+        """The batch columns a backend hands its loss: ``loss_columns``, the action mask (losses
+        build their distributions with it) and, for a recurrent policy, what its model reads
+        along the sequences (the padding mask, the state-in, and the previous action and reward
+        when ``model.lstm_use_prev_*`` asks for them). Framework-free, so every backend shares it.
+        """
+        if not self.recurrent:
+            return (*loss_columns, SampleBatch.ACTION_MASK)
+        extra = (
+            SampleBatch.ACTION_MASK,
+            SampleBatch.SEQ_MASK,
+            SampleBatch.state_in(0),
+            SampleBatch.state_in(1),
+        )
+        if self.config.model.lstm_use_prev_action:
+            extra += (SampleBatch.PREV_ACTIONS,)
+        if self.config.model.lstm_use_prev_reward:
+            extra += (SampleBatch.REWARDS,)
+        return tuple(dict.fromkeys((*loss_columns, *extra)))
+
     @abstractmethod
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True

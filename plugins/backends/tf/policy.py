@@ -436,23 +436,6 @@ class TFPolicy(Policy):
         )
         return dist_inputs, values
 
-    def _all_loss_columns(self) -> tuple[str, ...]:
-        """``loss_columns``, the action mask (every loss reads it through :meth:`action_distribution`)
-        and, for a recurrent model, what :meth:`model_outputs` reads."""
-        if not self.recurrent:
-            return (*self.loss_columns, SampleBatch.ACTION_MASK)
-        extra = (
-            SampleBatch.ACTION_MASK,
-            SampleBatch.SEQ_MASK,
-            SampleBatch.state_in(0),
-            SampleBatch.state_in(1),
-        )
-        if self.config.model.lstm_use_prev_action:
-            extra += (SampleBatch.PREV_ACTIONS,)
-        if self.config.model.lstm_use_prev_reward:
-            extra += (SampleBatch.REWARDS,)
-        return tuple(dict.fromkeys((*self.loss_columns, *extra)))
-
     def on_row_outputs(self, rows: np.ndarray, outputs: dict[str, np.ndarray]) -> None:
         """Receive the ``row_outputs`` of the minibatch made of batch rows ``rows``."""
 
@@ -528,7 +511,7 @@ class TFPolicy(Policy):
         training = self.config.training
         lr = self._current_lr()
         self.optimizer.lr = lr
-        tensors = self.to_tensors(batch, self._all_loss_columns())
+        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
         step = self._sgd_step_for(tensors)
         n = len(batch)
         epochs = int(getattr(training, "num_sgd_iter", 1))
@@ -589,7 +572,7 @@ class TFPolicy(Policy):
         loss does not reach gets a zero gradient. ``row_outputs`` go to
         :meth:`on_row_outputs` with every row of the batch.
         """
-        tensors = self.to_tensors(batch, self._all_loss_columns())
+        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
         grads, stats = self._gradients_for(tensors)(tensors)
         if self.row_outputs:
             self.on_row_outputs(np.arange(len(batch)), {k: stats.pop(k).numpy() for k in self.row_outputs})

@@ -219,23 +219,6 @@ class TorchPolicy(Policy):
         )
         return dist_inputs, values
 
-    def _all_loss_columns(self) -> tuple[str, ...]:
-        """``loss_columns``, the action mask (every loss reads it through :meth:`action_distribution`)
-        and, for a recurrent model, what :meth:`model_outputs` reads."""
-        if not self.recurrent:
-            return (*self.loss_columns, SampleBatch.ACTION_MASK)
-        extra = (
-            SampleBatch.ACTION_MASK,
-            SampleBatch.SEQ_MASK,
-            SampleBatch.state_in(0),
-            SampleBatch.state_in(1),
-        )
-        if self.config.model.lstm_use_prev_action:
-            extra += (SampleBatch.PREV_ACTIONS,)
-        if self.config.model.lstm_use_prev_reward:
-            extra += (SampleBatch.REWARDS,)
-        return tuple(dict.fromkeys((*self.loss_columns, *extra)))
-
     def _current_lr(self) -> float:
         training = self.config.training
         if training.lr_schedule:
@@ -258,7 +241,7 @@ class TorchPolicy(Policy):
         training = self.config.training
         lr = self._current_lr()
         self.optimizer.lr = lr
-        tensors = self.to_tensors(batch, self._all_loss_columns())
+        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
         n = len(batch)
         epochs = int(getattr(training, "num_sgd_iter", 1))
         minibatch = int(getattr(training, "sgd_minibatch_size", 0) or n)
@@ -313,7 +296,7 @@ class TorchPolicy(Policy):
         clips with ``training.grad_clip``, where the learner applies them. A
         parameter the loss does not reach gets a zero gradient.
         """
-        tensors = self.to_tensors(batch, self._all_loss_columns())
+        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
         loss, stats = self.loss(tensors)
         self.optimizer.zero_grad()
         loss.backward()
