@@ -31,6 +31,8 @@ _LAZY = {
     "Searcher": "rlgear.searcher",
     "EnvAdapter": "rlgear.env",
     "VectorEnv": "rlgear.env",
+    "MultiAgentVectorEnv": "rlgear.env",
+    "MultiAgentTimeStep": "rlgear.env",
     "Backend": "rlgear.backend",
     "hookimpl": "rlgear.hookspecs",
     "train": "rlgear.api",
@@ -47,7 +49,8 @@ _SUBMODULES = {
 }  # fmt: skip
 
 __all__ = [
-    "Backend", "Box", "ConfigError", "Discrete", "EnvAdapter", "Evaluator", "PluginError",
+    "Backend", "Box", "ConfigError", "Discrete", "EnvAdapter", "Evaluator", "MultiAgentTimeStep",
+    "MultiAgentVectorEnv", "PluginError",
     "Policy", "RLGearError", "SampleBatch", "Searcher", "StepType", "TimeStep", "Trainer", "Trial",
     "TrialScheduler", "VectorEnv", "WorkerSet", "__version__", "get_trainable", "hookimpl", "load", "train",
 ]  # fmt: skip
@@ -55,7 +58,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from rlgear.api import load, train
     from rlgear.backend import Backend
-    from rlgear.env import EnvAdapter, VectorEnv
+    from rlgear.env import EnvAdapter, MultiAgentTimeStep, MultiAgentVectorEnv, VectorEnv
     from rlgear.errors import ConfigError, PluginError, RLGearError
     from rlgear.execution.evaluator import Evaluator, WorkerSet
     from rlgear.hookspecs import hookimpl

@@ -82,6 +82,92 @@ class VectorEnv(ABC):
 
 
 @dataclass
+class MultiAgentTimeStep:
+    """One step of ``num_envs`` multi-agent envs: a :class:`TimeStep` per agent, over the env slots.
+
+    ``steps[agent]`` holds arrays ``[num_envs]`` for every agent in ``possible_agents``;
+    ``active[agent]`` (bool ``[num_envs]``) says in which env slots the agent has a step now.
+    Rows where it is False carry nothing (zeros, step_type LAST by convention): they are never
+    acted on, counted or trained on. This is the vectorized form of "per env slot, a dict of the
+    agents that have a step": one array per agent instead of one dict per slot, so a policy acts
+    on all its agents of all slots in one call.
+
+    Each agent's stream, read over the steps where it is active in a slot, follows the
+    single-agent ALF table on its own:
+
+    ============================  =============================================================
+    the agent's step              step_type / reward / discount
+    ============================  =============================================================
+    its first step of an episode  FIRST, reward 0, discount 1 (at the env's reset, or later:
+                                  an agent may join late)
+    a later step where it acts    MID, reward = everything it received since its previous step
+                                  (in turn-based games: during the other agents' turns too)
+    it is terminated              LAST, discount 0 (its action here is ignored); it is then
+                                  inactive until the env's next episode
+    it is truncated               LAST, discount 1 (the return bootstraps from its value)
+    the env's episode ends        every agent still active gets LAST in that step: discount 0
+                                  if it terminated, 1 if the env truncated (time limit, the
+                                  run's ``horizon``)
+    ============================  =============================================================
+
+    ``episode_end[i]`` is True at the step where env slot ``i``'s episode ended (every agent
+    that took part has had its LAST by then); the slot's next step is a reset, whose actions are
+    ignored, where the agents present get FIRST (next-step autoreset, as single-agent).
+    Reward an agent receives after its own LAST is dropped.
+    """
+
+    steps: dict[str, TimeStep]
+    active: dict[str, np.ndarray]
+    episode_end: np.ndarray  # bool [num_envs]
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.episode_end.shape[0])
+
+
+class MultiAgentVectorEnv(ABC):
+    """``num_envs`` multi-agent environments stepped together (PettingZoo's envs, a team game ...).
+
+    What an env adapter's ``make`` returns instead of a :class:`VectorEnv` for an env with several
+    agents. The contract (``rlgear.testing.check_multi_agent_env`` checks an implementation) is the
+    table of :class:`MultiAgentTimeStep`; ``reset`` gives FIRST to the agents present at the start,
+    in every slot. Each returned MultiAgentTimeStep owns its arrays.
+    """
+
+    num_envs: int
+    #: Every agent id that can appear, in a fixed order.
+    possible_agents: tuple[str, ...]
+    observation_spaces: dict[str, Space]
+    action_spaces: dict[str, Space]
+
+    @abstractmethod
+    def reset(self, seed: int | None = None) -> MultiAgentTimeStep:
+        """Start an episode in every env; env ``i`` is seeded with ``seed + i``."""
+
+    @abstractmethod
+    def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
+        """Apply ``actions[agent]`` (``[num_envs, *action_shape]``); rows of slots where the agent
+        was not active, or was at LAST, are ignored, and an agent active nowhere may be left out."""
+
+    def close(self) -> None:
+        """Release processes, sockets and files."""
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Arrays a checkpoint keeps for these envs (see :meth:`VectorEnv.get_state`); none by default."""
+        return {}
+
+    def set_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore what :meth:`get_state` returned (the default has no state and refuses any)."""
+        if arrays:
+            raise CheckpointError(
+                f"the checkpoint holds env state ({', '.join(sorted(arrays))}) that these envs do not have"
+            )
+
+    def freeze_statistics(self) -> None:
+        """Stop updating the statistics of :meth:`get_state`."""
+
+
+@dataclass
 class VideoRequest:
     """Record episodes of env 0 as mp4 files (``make(..., video=VideoRequest(...))``).
 
@@ -164,8 +250,8 @@ class EnvAdapter(ABC):
         vectorization: str = "sync",
         horizon: int | None = None,
         worker_index: int = 0,
-    ) -> VectorEnv:
-        """Build ``num_envs`` copies of env ``name``.
+    ) -> VectorEnv | MultiAgentVectorEnv:
+        """Build ``num_envs`` copies of env ``name`` (a :class:`MultiAgentVectorEnv` for a multi-agent env).
 
         ``horizon``, when given, must truncate every episode after that many
         steps (LAST with discount 1), regardless of the env's own time limit.
