@@ -123,3 +123,48 @@ class SampleBatch(dict):
 
     def copy(self) -> SampleBatch:
         return SampleBatch({k: v.copy() for k, v in self.items()})
+
+
+class MultiAgentBatch(dict):
+    """``{policy id: SampleBatch}`` of a multi-agent env, with the steps they came from.
+
+    ``env_steps`` counts env steps (``timesteps_total``), ``agent_steps`` the steps of every
+    agent (``agent_timesteps_total``): with three agents acting every step, three times as many.
+    Like SampleBatch it is a plain dict subclass, so it pickles across processes as it is.
+    """
+
+    def __init__(self, batches: Mapping[str, SampleBatch], env_steps: int = 0, agent_steps: int = 0):
+        super().__init__(batches)
+        self.env_steps = int(env_steps)
+        self.agent_steps = int(agent_steps)
+
+    def __reduce__(self):  # keep the counts when pickled (Ray)
+        return (MultiAgentBatch, (dict(self), self.env_steps, self.agent_steps))
+
+    def __len__(self) -> int:  # rows over all policies, as SampleBatch counts rows
+        return sum(len(batch) for batch in self.values())
+
+    @property
+    def policy_batches(self) -> dict[str, SampleBatch]:
+        return dict(self.items())
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{pid}: {len(b)} rows" for pid, b in self.items())
+        return f"MultiAgentBatch({parts}; env_steps={self.env_steps}, agent_steps={self.agent_steps})"
+
+    @staticmethod
+    def concat(batches: Sequence[MultiAgentBatch]) -> MultiAgentBatch:
+        """Each policy's rows concatenated; the step counts summed."""
+        ids = list(dict.fromkeys(pid for b in batches for pid in b))
+        return MultiAgentBatch(
+            {pid: SampleBatch.concat([b[pid] for b in batches if pid in b]) for pid in ids},
+            env_steps=sum(b.env_steps for b in batches),
+            agent_steps=sum(b.agent_steps for b in batches),
+        )
+
+
+def concat_any(batches: Sequence[SampleBatch | MultiAgentBatch]) -> SampleBatch | MultiAgentBatch:
+    """Concatenate SampleBatches, or MultiAgentBatches (what rollout ops pass on, either kind)."""
+    if batches and isinstance(batches[0], MultiAgentBatch):
+        return MultiAgentBatch.concat(batches)  # type: ignore[arg-type]
+    return SampleBatch.concat(batches)  # type: ignore[arg-type]

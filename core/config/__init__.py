@@ -317,6 +317,41 @@ class TrainingConfig:
 
 
 @dataclass
+class PolicyOverrides:
+    """One policy of ``multiagent.policies``: what it changes of the run's ``training`` and ``model``."""
+
+    training: dict[str, Any] = doc(
+        "Keys of the run's training section this policy sets otherwise (e.g. {lr: 1e-4}); checked by "
+        "the algorithm's config class.",
+        factory=dict,
+    )
+    model: dict[str, Any] = doc(
+        "Keys of the run's model section this policy sets otherwise (e.g. {hidden_sizes: [32]}).",
+        factory=dict,
+    )
+
+
+@dataclass
+class MultiAgentConfig:
+    """Policies of a multi-agent run and which agent acts with which (docs/multi-agent.md)."""
+
+    policies: dict[str, PolicyOverrides] = doc(
+        "Policy id -> its overrides ({training: {...}, model: {...}}; {} for none). Empty: the ids "
+        "policy_mapping names, without overrides, or one policy 'default' when there is no mapping either.",
+        factory=dict,
+    )
+    policy_mapping: dict[str, str] | str = doc(
+        "Agent id glob -> policy id, the first matching pattern wins (e.g. {'adversary_*': adversary, "
+        "'*': shared}); or 'module:function' taking the agent id and returning a policy id. Empty: "
+        "every agent acts with the only policy.",
+        factory=dict,
+    )
+    policies_to_train: list[str] | None = doc(
+        "The policies that learn (the others act with their weights as they are); null: all.", None
+    )
+
+
+@dataclass
 class RunConfig:
     """A whole run. ``training`` holds the algorithm's own config dataclass."""
 
@@ -330,6 +365,8 @@ class RunConfig:
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
     seed: int | None = None
+    #: The ``multiagent`` section (None when the config has none: one policy, ``default``).
+    multiagent: MultiAgentConfig | None = None
     source: str = "config"  # where it came from, for error messages (not a config key)
     #: key path -> the ``--set`` text that set it, for error messages (not a config key)
     origins: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -339,6 +376,8 @@ class RunConfig:
         out = dataclasses.asdict(self)
         out.pop("source")
         out.pop("origins")
+        if out["multiagent"] is None:  # single-agent configs read and save as they always did
+            out.pop("multiagent")
         return out
 
     def fail(self, path: str, message: str) -> ConfigError:
@@ -393,7 +432,7 @@ RESULT_KEYS = (
 
 TOP_LEVEL_KEYS = (
     "algorithm", "backend", "env", "model", "training", "workers",
-    "stop", "checkpoint", "logging", "seed", "tune",
+    "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
 )  # fmt: skip
 
 
@@ -536,6 +575,8 @@ def resolve(
             sections[key] = build(cls, raw[key], key, fail)
     if "stop" in raw:
         sections["stop"] = build_stop(raw["stop"], fail)
+    if raw.get("multiagent") is not None:
+        sections["multiagent"] = build(MultiAgentConfig, raw["multiagent"], "multiagent", fail)
     if "seed" in raw:
         seed = raw["seed"]
         if is_search_space(seed):
@@ -547,6 +588,10 @@ def resolve(
         sections["seed"] = seed
     config = RunConfig(source=source, origins=dict(origins), **sections)
     check_ranges(config, fail)
+    if config.multiagent is not None:
+        from rlgear.multiagent import check_multiagent_config
+
+        check_multiagent_config(config, training_class, fail)
     check_env_adapter(config)
     if algorithm_class is not None:
         check_recurrent_support(config, algorithm_class)

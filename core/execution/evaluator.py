@@ -15,7 +15,6 @@ an episode still running keeps its rows for the next call.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -24,15 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from rlgear import multiagent
 from rlgear.discovery import hooks as hooks_mod
-from rlgear.env import VideoRequest
+from rlgear.env import MultiAgentVectorEnv, VideoRequest
+from rlgear.execution.collector import PolicyCollector
 from rlgear.execution.metrics import Episode, env_info_row
-from rlgear.execution.observation_filter import make_observation_filter
+from rlgear.execution.multi_agent import MultiAgentSampler, check_policy_spaces
 from rlgear.execution.postprocessing import trainable_rows
 from rlgear.execution.sequences import chop_into_sequences
 from rlgear.preprocessing import ObservationPreprocessor
-from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Box, Dict, MultiDiscrete, Tuple, clip_action, unflatten_action
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.timestep import StepType, TimeStep
 
 #: ``pop_metrics`` key of a remote worker's observation-filter delta (merged by the driver).
@@ -142,32 +142,16 @@ class Evaluator:
             **options,
         )
         self.num_envs = self.env.num_envs
-        #: The env's own spaces (checkpoints keep these); the policy sees ``preprocessor.observation_space``.
-        self.observation_space = self.env.observation_space
-        self.action_space = self.env.action_space
+        self.multi_agent = isinstance(self.env, MultiAgentVectorEnv)
         try:
-            if check_spaces is not None:
-                check_spaces(config, self.observation_space, self.action_space)
-            self.preprocessor = ObservationPreprocessor(
-                self.observation_space, self.action_space, env_cfg.name
-            )
-            #: ``model.observation_filter`` (None when off): applied to every preprocessed observation.
-            self.obs_filter = make_observation_filter(config.model, self.preprocessor.observation_space)
-            self.policy = policy_class(self.preprocessor.observation_space, self.action_space, config)
+            self._build_collectors(config, policy_class, check_spaces, postprocess_fn)
         except BaseException:
             self.env.close()
             raise
-        space = self.action_space
-        self._mask_blocks = space.nvec if isinstance(space, MultiDiscrete) else (getattr(space, "n", 0),)
-        self._structured_actions = isinstance(space, Tuple | Dict)
         self.fragment_length = config.rollout_fragment_length()
         self.complete_episodes = config.workers.batch_mode == "complete_episodes"
         #: Nominal env steps per ``sample()`` call (``complete_episodes`` may take more).
         self.steps_per_sample = self.fragment_length * self.num_envs
-        if isinstance(self.action_space, Box) and self.action_space.bounded:
-            self._clip = (self.action_space.low, self.action_space.high)
-        else:
-            self._clip = None
         n = self.num_envs
         self._episode_return = np.zeros(n, dtype=np.float64)
         self._episode_length = np.zeros(n, dtype=np.int64)
@@ -180,30 +164,134 @@ class Evaluator:
         #: Episodes discarded because their env's rows became invalid (an external client dropped).
         self.episodes_aborted = 0
         self._partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(n)]
-        #: The recurrent state per env slot (empty for feed-forward policies); it lives here, not in
-        #: the policy, so weight syncs never touch it, and a fresh evaluator (a restarted worker)
-        #: starts from zeros.
-        self._state: list[np.ndarray] = list(self.policy.get_initial_state(n))
         self._timestep = self.reset(env_seed(config.seed, worker_index))
 
+    def _build_collectors(
+        self,
+        config: Any,
+        policy_class: type,
+        check_spaces: Callable[[Any, Any, Any], None] | None,
+        postprocess_fn: PostprocessFn,
+    ) -> None:
+        """One :class:`PolicyCollector` per policy: the only one (single-agent env) or one per
+        policy of ``multiagent`` (a multi-agent env), each with the spaces of its agents."""
+        env_name = config.env.name
+        ids = multiagent.policy_ids(config)
+        if not self.multi_agent:
+            if len(ids) > 1:
+                raise config.fail(
+                    "multiagent.policies",
+                    f"env '{env_name}' has a single agent, so it runs one policy; the config names "
+                    f"{len(ids)} ({', '.join(ids)})",
+                )
+            #: The env's own spaces (checkpoints keep these); the policy sees ``preprocessor.observation_space``.
+            self.observation_space = self.env.observation_space
+            self.action_space = self.env.action_space
+            if check_spaces is not None:
+                check_spaces(config, self.observation_space, self.action_space)
+            collector = PolicyCollector(
+                ids[0],
+                policy_class,
+                self.observation_space,
+                self.action_space,
+                multiagent.policy_config(config, ids[0]),
+                self.num_envs,
+                env_name,
+            )
+            self.collectors = {ids[0]: collector}
+            self._collector = collector
+            self._multi = None
+            return
+        if config.workers.batch_mode == "complete_episodes":
+            raise config.fail(
+                "workers.batch_mode",
+                f"env '{env_name}' is multi-agent; complete_episodes is not supported for multi-agent envs "
+                "yet (use truncate_episodes)",
+            )
+        mapping = multiagent.PolicyMapping(config)
+        agents_of_policy: dict[str, list[str]] = {pid: [] for pid in ids}
+        for agent in self.env.possible_agents:
+            agents_of_policy[mapping(agent)].append(agent)
+        agents_of_policy = {pid: agents for pid, agents in agents_of_policy.items() if agents}
+        check_policy_spaces(config, agents_of_policy, self.env)
+        #: Per policy, the spaces of its agents (checkpoints keep these).
+        self.policy_spaces = {
+            pid: (self.env.observation_spaces[agents[0]], self.env.action_spaces[agents[0]])
+            for pid, agents in agents_of_policy.items()
+        }
+        self.collectors = {}
+        for pid, (obs_space, act_space) in self.policy_spaces.items():
+            if check_spaces is not None:
+                check_spaces(config, obs_space, act_space)
+            self.collectors[pid] = PolicyCollector(
+                pid,
+                policy_class,
+                obs_space,
+                act_space,
+                multiagent.policy_config(config, pid),
+                len(agents_of_policy[pid]) * self.num_envs,
+                env_name,
+            )
+        first = next(iter(self.collectors.values()))
+        self._collector = first
+        self.observation_space, self.action_space = first.observation_space, first.action_space
+        self._multi = MultiAgentSampler(self, self.collectors, agents_of_policy, postprocess_fn)
+
+    # --- the policy set ---------------------------------------------------------------
+    @property
+    def policies(self) -> dict[str, Any]:
+        """``{policy id: Policy}`` (``{"default": policy}`` for a single-agent run)."""
+        return {pid: c.policy for pid, c in self.collectors.items()}
+
+    @property
+    def policy(self) -> Any:
+        """The policy, when the run has one (else use :attr:`policies`)."""
+        if len(self.collectors) > 1:
+            raise AttributeError(
+                f"this run has {len(self.collectors)} policies ({', '.join(self.collectors)}); "
+                "use evaluator.policies[policy_id]"
+            )
+        return self._collector.policy
+
+    @property
+    def preprocessor(self) -> ObservationPreprocessor:
+        return self._collector.preprocessor
+
+    @property
+    def obs_filter(self) -> Any:
+        """``model.observation_filter`` of the (first) policy (None when off)."""
+        return self._collector.obs_filter
+
+    @obs_filter.setter
+    def obs_filter(self, value: Any) -> None:
+        self._collector.obs_filter = value
+
+    @property
+    def _state(self) -> list[np.ndarray]:
+        """The recurrent state per env slot (empty for feed-forward policies)."""
+        return self._collector.state
+
     # --- env stepping and episode bookkeeping -------------------------------
-    def reset(self, seed: int | None = None, update_filter: bool = True) -> TimeStep:
+    def reset(self, seed: int | None = None, update_filter: bool = True) -> TimeStep | None:
         """Restart every env (running episodes are dropped, not counted).
 
         ``update_filter=False`` keeps the observation filter's statistics as they are
         (a restore: the checkpoint's statistics stay exactly as saved).
         """
-        obs_filter = self.obs_filter
-        frozen = obs_filter is not None and obs_filter.frozen
-        if obs_filter is not None and not update_filter:
-            obs_filter.frozen = True
+        filters = [c.obs_filter for c in self.collectors.values() if c.obs_filter is not None]
+        frozen = [f.frozen for f in filters]
+        if not update_filter:
+            for f in filters:
+                f.frozen = True
         try:
+            if self._multi is not None:
+                self._multi.reset(seed)
+                return None
             timestep = self._observe(self.env.reset(seed=seed))
         finally:
-            if obs_filter is not None:
-                obs_filter.frozen = frozen
-        for array in self._state:
-            array[...] = 0.0
+            for f, was in zip(filters, frozen, strict=True):
+                f.frozen = was
+        self._collector.reset_state()
         self._running.clear()
         self._partial = [[] for _ in range(self.num_envs)]
         self._track(timestep)
@@ -211,28 +299,14 @@ class Evaluator:
         return timestep
 
     def _step(self, actions: np.ndarray) -> TimeStep:
-        env_actions = np.clip(actions, *self._clip) if self._clip is not None else actions
-        if self._structured_actions:  # Tuple/Dict: batches hold flat rows, the env takes the structure
-            env_actions = clip_action(self.action_space, unflatten_action(self.action_space, actions))
-        timestep = self._observe(self.env.step(env_actions))
+        timestep = self._observe(self.env.step(self._collector.env_actions(actions)))
         self._track(timestep)
         return timestep
 
     def _observe(self, ts: TimeStep) -> TimeStep:
-        """The TimeStep the policy and the batch see: preprocessed observations and the action mask.
-
-        The one place observations are transformed (``rlgear.preprocessing``); runs on every
-        TimeStep from ``env.reset`` and ``env.step`` before anything else reads it.
-        """
-        preprocessor = self.preprocessor
-        if not preprocessor.identity:  # a top-level Box or Discrete reaches the policy as it is
-            mask = preprocessor.action_mask(ts.observation)
-            if mask is not None:
-                mask = preprocessor.checked_mask(mask, ts.step_type, self._mask_blocks)
-            ts = dataclasses.replace(ts, observation=preprocessor.transform(ts.observation), action_mask=mask)
-        if self.obs_filter is not None:  # after the preprocessing: the filter sees what the policy sees
-            ts.observation = self.obs_filter(ts.observation, ts.valid)
-        return ts
+        """The TimeStep the policy and the batch see (:meth:`PolicyCollector.observe`): runs on every
+        TimeStep from ``env.reset`` and ``env.step`` before anything else reads it."""
+        return self._collector.observe(ts)
 
     def _track(self, ts: TimeStep) -> None:
         valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
@@ -290,21 +364,8 @@ class Evaluator:
     def _act(
         self, ts: TimeStep, explore: bool = True, advance_state: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Actions for ``ts``. A recurrent policy acts from each slot's state (zeros at a FIRST step)
-        and the state-in of each row joins the extras (``state_in_<k>``); ``advance_state=False``
-        keeps the state where it was (the bootstrap row, which is acted on again next fragment)."""
-        if not self._state:
-            actions, _, extras = self.policy.compute_actions(ts, explore=explore)
-            return actions, extras
-        first = ts.step_type == _FIRST
-        if np.count_nonzero(first):
-            for array in self._state:
-                array[first] = 0.0
-        actions, state, extras = self.policy.compute_actions(ts, self._state, explore=explore)
-        extras = {**extras, **{SampleBatch.state_in(k): s for k, s in enumerate(self._state)}}
-        if advance_state:
-            self._state = [np.array(s, dtype=np.float32) for s in state]
-        return actions, extras
+        """Actions for ``ts`` (:meth:`PolicyCollector.act`: recurrent state per env slot)."""
+        return self._collector.act(ts, explore=explore, advance_state=advance_state)
 
     def _row(self, ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = {
@@ -383,8 +444,17 @@ class Evaluator:
         self._timestep = ts
         return episodes
 
-    def sample_with_count(self) -> tuple[SampleBatch, int]:
-        """One postprocessed batch, and the env steps taken to collect it."""
+    def sample_with_count(self) -> tuple[SampleBatch | MultiAgentBatch, int]:
+        """One postprocessed batch, and the env steps taken to collect it.
+
+        A multi-agent env gives a :class:`~rlgear.sample_batch.MultiAgentBatch` (rows per policy,
+        compacted per agent: :mod:`rlgear.execution.multi_agent`); a single-agent env a SampleBatch.
+        """
+        if self._multi is not None:
+            batch = self._multi.sample(self.fragment_length)
+            if self.hooks is not None:
+                hooks_mod.call(self.hooks, "on_sample_end", worker=self, batch=batch)
+            return batch, batch.env_steps
         steps_before = self._env_steps
         if self.complete_episodes:
             fragments = self._sample_episodes(self.fragment_length * self.num_envs)
@@ -409,6 +479,9 @@ class Evaluator:
         the observations it saw since the last call, which the driver merges into the global filter.
         """
         out = {"episodes": self._finished, "env_steps": self._env_steps}
+        if self._multi is not None:  # agent steps (results: agent_timesteps_total)
+            out["agent_steps"] = self._multi.agent_steps
+            self._multi.agent_steps = 0
         if self.obs_filter is not None and self.worker_index > 0:
             out[OBS_FILTER_DELTA] = self.obs_filter.pop_delta()
         self._finished = []
@@ -428,8 +501,11 @@ class Evaluator:
         ts = self._timestep
         start = time.monotonic()
         while len(finished) < num_episodes:
-            actions, _ = self._act(ts, explore=explore)
-            ts = self._step(actions)
+            if self._multi is not None:
+                self._multi.step(explore=explore, record=False)
+            else:
+                actions, _ = self._act(ts, explore=explore)
+                ts = self._step(actions)
             finished.extend(self._finished)
             self._finished = []
             if max_seconds is not None and time.monotonic() - start > max_seconds:
@@ -439,14 +515,24 @@ class Evaluator:
         return finished[:num_episodes]
 
     # --- weights and control --------------------------------------------------
-    def get_weights(self) -> dict[str, np.ndarray]:
-        return self.policy.get_weights()
+    def get_weights(self) -> dict[str, Any]:
+        """The policy's weights; with several policies ``{policy id: weights}``."""
+        if len(self.collectors) > 1:
+            return {pid: c.policy.get_weights() for pid, c in self.collectors.items()}
+        return self._collector.policy.get_weights()
 
-    def set_weights(
-        self, weights: dict[str, np.ndarray], obs_filter: dict[str, np.ndarray] | None = None
-    ) -> None:
-        """The learner's weights and, with an observation filter, the driver's merged statistics."""
-        self.policy.set_weights(weights)
+    def set_weights(self, weights: dict[str, Any], obs_filter: dict[str, Any] | None = None) -> None:
+        """The learner's weights (as :meth:`get_weights` gives them) and, with an observation
+        filter, the driver's merged statistics (``{policy id: statistics}`` with several policies)."""
+        if len(self.collectors) > 1:
+            for pid, policy_weights in weights.items():
+                self.collectors[pid].policy.set_weights(policy_weights)
+            if obs_filter is not None:
+                for pid, arrays in obs_filter.items():
+                    if self.collectors[pid].obs_filter is not None:
+                        self.collectors[pid].obs_filter.sync(arrays)
+            return
+        self._collector.policy.set_weights(weights)
         if obs_filter is not None and self.obs_filter is not None:
             self.obs_filter.sync(obs_filter)
 

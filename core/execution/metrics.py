@@ -91,6 +91,12 @@ class MetricsWindow:
             "episode_return_max": max(returns) if returns else None,
             "episode_len_mean": _mean(lengths),
         }
+        policy_returns: dict[str, list[float]] = {}  # multi-agent envs: each policy's agents' rewards
+        for e in self.episodes:
+            for pid, value in e.get("policy_returns", {}).items():
+                policy_returns.setdefault(pid, []).append(value)
+        for pid, values in sorted(policy_returns.items()):
+            out[f"policy_reward_mean/{pid}"] = _mean(values)
         custom: dict[str, list[float]] = {}
         for e in self.episodes:
             for key, value in e.get("custom_metrics", {}).items():

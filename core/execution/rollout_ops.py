@@ -20,10 +20,10 @@ postprocessing) is never guessed from batch sizes.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from rlgear.sample_batch import SampleBatch
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
 
 
 class Replay(Protocol):
@@ -53,7 +53,7 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
             batch, count = worker.sample_with_count()
             batches.append(batch)
             steps += count
-    return SampleBatch.concat(batches), steps
+    return concat_any(batches), steps
 
 
 def parallel_rollouts(workers: Any, mode: str = "sync") -> Iterator[tuple[SampleBatch, int]]:
@@ -87,14 +87,40 @@ def concat_batches(
         pending.append(batch)
         steps += count
         if steps >= min_env_steps:
-            yield SampleBatch.concat(pending), steps
+            yield concat_any(pending), steps
             pending, steps = [], 0
 
 
-def train_one_step(policy: Any, workers: Any, batch: SampleBatch) -> dict[str, float]:
-    """Learn on ``batch`` (the policy's minibatch SGD), then send the new weights to the workers."""
-    stats = policy.learn_on_batch(batch)
+def train_one_step(
+    policy: Any,
+    workers: Any,
+    batch: SampleBatch | MultiAgentBatch,
+    policies_to_train: Sequence[str] | None = None,
+) -> dict[str, float]:
+    """Learn on ``batch`` (the policy's minibatch SGD), then send the new weights to the workers.
+
+    With a :class:`MultiAgentBatch`, ``policy`` is the policy set (``{id: Policy}``): each policy
+    of ``policies_to_train`` (default: all) learns on its own rows; stats are ``<id>/<key>``.
+    """
+    if isinstance(batch, MultiAgentBatch):
+        stats = learn_per_policy(policy, batch, policies_to_train)
+    else:
+        stats = policy.learn_on_batch(batch)
     workers.sync_weights()
+    return stats
+
+
+def learn_per_policy(
+    policies: Mapping[str, Any], batch: MultiAgentBatch, policies_to_train: Sequence[str] | None = None
+) -> dict[str, float]:
+    """Each trained policy learns on its own rows of ``batch``; stats keyed ``<policy id>/<key>``."""
+    stats: dict[str, float] = {}
+    for pid in policies if policies_to_train is None else policies_to_train:
+        rows = batch.get(pid)
+        if rows is None or len(rows) == 0:
+            continue
+        for key, value in policies[pid].learn_on_batch(rows).items():
+            stats[f"{pid}/{key}"] = value
     return stats
 
 
