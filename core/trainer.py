@@ -23,6 +23,7 @@ import numpy as np
 
 import rlgear
 from rlgear import config as config_mod
+from rlgear import multiagent
 from rlgear.config import RunConfig, TrainingConfig
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
@@ -35,7 +36,7 @@ from rlgear.execution.postprocessing import trainable_rows
 from rlgear.execution.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.policy import PolicyState
 from rlgear.run import checkpoint as ckpt
-from rlgear.sample_batch import SampleBatch
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.spaces import space_from_json
 
 # Worker index of the evaluation envs (seeds apart from the rollout workers').
@@ -138,6 +139,8 @@ class Trainer:
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
+        #: Agent steps (every agent's steps of a multi-agent env; env steps for a single agent).
+        self.agent_timesteps_total = 0
         self.episodes_total = 0
         self.time_total_s = 0.0
         self.restore_epoch = 0
@@ -177,8 +180,29 @@ class Trainer:
 
     @property
     def policy(self) -> Any:
-        """The learner's policy (the local evaluator's)."""
-        return self.workers.local_worker.policy
+        """The learner's policy (the local evaluator's), when the run has one; else see :attr:`policy_map`."""
+        policies = self.workers.local_worker.policy_map
+        if len(policies) > 1:
+            raise UnsupportedError(
+                f"this run has {len(policies)} policies ({', '.join(policies)}): use "
+                "trainer.policy_map[policy_id] (trainer.policy is the single policy of a one-policy run)"
+            )
+        return next(iter(policies.values()))
+
+    @property
+    def policy_map(self) -> dict[str, Any]:
+        """``{policy id: Policy}``, the learner's policies (``{"default": policy}`` for a single-agent run).
+
+        Each is built with its own resolved config (``multiagent.policies.<id>`` overrides
+        applied) and the spaces of the agents mapped to it.
+        """
+        return self.workers.local_worker.policy_map
+
+    @property
+    def policies_to_train(self) -> list[str]:
+        """The ids of the policies that learn (``multiagent.policies_to_train``; default all)."""
+        trained = multiagent.policies_to_train(self.config)
+        return [pid for pid in trained if pid in self.policy_map]
 
     # --- the algorithm ----------------------------------------------------------
     @staticmethod
@@ -195,8 +219,20 @@ class Trainer:
         Replay-based and asynchronous algorithms override it.
         """
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
+        if isinstance(batch, MultiAgentBatch):  # each trained policy learns on its own agents' rows
+            for policy in self.policy_map.values():
+                policy.set_global_timestep(self.timesteps_total + steps)
+            stats = train_one_step(self.policy_map, self.workers, batch, self.policies_to_train)
+            return self.learner_stats(stats)
         self.policy.set_global_timestep(self.timesteps_total + steps)  # for lr and clip schedules
         return train_one_step(self.policy, self.workers, batch)
+
+    def learner_stats(self, per_policy: dict[str, float]) -> dict[str, float]:
+        """Stats keyed ``<policy id>/<key>`` as they are with several policies, unprefixed with one
+        (so a multi-agent run with one shared policy reports the keys a single-agent run does)."""
+        if len(self.policy_map) > 1:
+            return per_policy
+        return {key.split("/", 1)[1]: value for key, value in per_policy.items()}
 
     # --- the iteration loop -------------------------------------------------------
     def request_stop(self) -> None:
@@ -228,6 +264,7 @@ class Trainer:
         result: dict[str, Any] = {
             "training_iteration": self.iteration,
             "timesteps_total": self.timesteps_total,
+            "agent_timesteps_total": self.agent_timesteps_total,
             "timesteps_this_iter": steps_this_iter,
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
@@ -252,10 +289,12 @@ class Trainer:
         """
         episodes_wanted = num_episodes or self.config.training.evaluation_episodes
         worker = self._evaluation_worker_for(episodes_wanted)
-        worker.set_weights(self.policy.get_weights())
+        local = self.workers.local_worker
+        worker.set_weights(local.get_weights())
         worker.env.set_state(self.workers.get_env_state())  # normalize as training does, frozen
-        if worker.obs_filter is not None:  # the same: the global statistics, frozen
-            worker.obs_filter.set_state(self.workers.local_worker.obs_filter.get_state())
+        for pid, collector in worker.collectors.items():  # the same: the global statistics, frozen
+            if collector.obs_filter is not None:
+                collector.obs_filter.set_state(local.collectors[pid].obs_filter.get_state())
         self.evaluations += 1
         every = self.config.training.evaluation_video_every
         video = self._evaluation_video if every and self.evaluations % every == 0 else None
@@ -293,8 +332,9 @@ class Trainer:
                 config, self._policy_cls, self._adapter_cls, worker_index=EVALUATION_WORKER_INDEX, video=video
             )
             self._evaluation_worker.env.freeze_statistics()
-            if self._evaluation_worker.obs_filter is not None:
-                self._evaluation_worker.obs_filter.frozen = True
+            for collector in self._evaluation_worker.collectors.values():
+                if collector.obs_filter is not None:
+                    collector.obs_filter.frozen = True
         return self._evaluation_worker
 
     # --- hyperparameters on a live trainer ------------------------------------
@@ -317,9 +357,7 @@ class Trainer:
             return False  # the evaluators cut fragments of a length fixed when they were built
         self.config = new_config
         self.workers.config = new_config  # a replacement for a failed remote worker starts with it
-        self.workers.foreach_worker(
-            lambda w, c=new_config: setattr(w, "config", c) or w.policy.update_config(c)
-        )
+        self.workers.foreach_worker(lambda w, c=new_config: _update_config(w, c))
         self.metrics.episodes = type(self.metrics.episodes)(
             self.metrics.episodes, maxlen=new_config.training.metrics_window
         )
@@ -511,7 +549,8 @@ class Trainer:
         optimizer and config does not also replay the donor's randomness.
         """
         self.backend.reseed(seed)
-        self.policy.reseed(seed)
+        for index, policy in enumerate(self.policy_map.values()):
+            policy.reseed(seed + index)
         epoch = self.restore_epoch
         self.workers.foreach_worker_with_id(
             lambda index, evaluator: _reseed_evaluator(evaluator, seed, index, epoch)
@@ -528,8 +567,17 @@ class Trainer:
 def _reseed_evaluator(evaluator: Evaluator, seed: int, index: int, epoch: int) -> None:
     """A worker's share of :meth:`Trainer.reseed` (runs where the worker lives)."""
     if index > 0:  # the local evaluator's policy is the learner's, reseeded already
-        evaluator.policy.reseed(worker_seed(seed, index))
+        for offset, policy in enumerate(evaluator.policy_map.values()):
+            policy.reseed(worker_seed(seed, index) + offset)
     evaluator.reset(env_seed(seed, index, epoch))
+
+
+def _update_config(evaluator: Evaluator, config: RunConfig) -> None:
+    """A worker's share of :meth:`Trainer.reset_config`: each policy takes its own resolved config."""
+    evaluator.config = config
+    for pid, collector in evaluator.collectors.items():
+        collector.config = multiagent.policy_config(config, pid)
+        collector.policy.update_config(collector.config)
 
 
 def read_progress(run_dir: str | os.PathLike) -> list[dict[str, Any]]:

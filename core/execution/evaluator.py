@@ -26,6 +26,7 @@ import numpy as np
 from rlgear import multiagent
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentVectorEnv, VideoRequest
+from rlgear.errors import UnsupportedError
 from rlgear.execution.collector import PolicyCollector
 from rlgear.execution.metrics import Episode, env_info_row
 from rlgear.execution.multi_agent import MultiAgentSampler, check_policy_spaces
@@ -208,6 +209,13 @@ class Evaluator:
                 f"env '{env_name}' is multi-agent; complete_episodes is not supported for multi-agent envs "
                 "yet (use truncate_episodes)",
             )
+        algorithm = getattr(check_spaces, "__self__", None)  # Trainer.check_spaces is a classmethod
+        if algorithm is not None and not getattr(algorithm, "multi_agent", False):
+            raise UnsupportedError(
+                f"algorithm '{getattr(algorithm, 'name', algorithm)}' does not support multi-agent envs "
+                f"(env '{env_name}' has agents {', '.join(self.env.possible_agents)}); its Trainer sets no "
+                "multi_agent = True (rlgear plugins shows the Multi-Agent column)"
+            )
         mapping = multiagent.PolicyMapping(config)
         agents_of_policy: dict[str, list[str]] = {pid: [] for pid in ids}
         for agent in self.env.possible_agents:
@@ -239,7 +247,7 @@ class Evaluator:
 
     # --- the policy set ---------------------------------------------------------------
     @property
-    def policies(self) -> dict[str, Any]:
+    def policy_map(self) -> dict[str, Any]:
         """``{policy id: Policy}`` (``{"default": policy}`` for a single-agent run)."""
         return {pid: c.policy for pid, c in self.collectors.items()}
 
@@ -249,7 +257,7 @@ class Evaluator:
         if len(self.collectors) > 1:
             raise AttributeError(
                 f"this run has {len(self.collectors)} policies ({', '.join(self.collectors)}); "
-                "use evaluator.policies[policy_id]"
+                "use evaluator.policy_map[policy_id]"
             )
         return self._collector.policy
 
@@ -594,6 +602,13 @@ class WorkerSet:
         self._delivered_steps: dict[int, int] = {}
         self._pending_metrics: dict[int, tuple[Any, Any]] = {}
         self.last_weights_ref: Any = None
+        if config.workers.num_workers > 0 and self.local_worker.multi_agent:
+            self.local_worker.stop()
+            raise config.fail(
+                "workers.num_workers",
+                "multi-agent envs sample on the local worker only for now (remote workers do not "
+                "carry per-policy weights yet); set workers.num_workers: 0",
+            )
         if config.workers.num_workers > 0:
             try:
                 from rlgear.execution import remote_worker

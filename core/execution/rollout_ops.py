@@ -163,11 +163,14 @@ def standard_metrics(trainer: Any) -> tuple[int, int]:
     Returns ``(env_steps, episodes)`` since the last call; the trainer's
     iteration loop calls this after each training step.
     """
-    steps = episodes = 0
+    steps = episodes = agent_steps = 0
     for metrics in trainer.workers.pop_metrics():
         steps += metrics["env_steps"]
+        agent_steps += metrics.get("agent_steps", metrics["env_steps"])
         episodes += len(metrics["episodes"])
         trainer.metrics.add(metrics["episodes"])
     trainer.timesteps_total += steps
+    if hasattr(trainer, "agent_timesteps_total"):
+        trainer.agent_timesteps_total += agent_steps
     trainer.episodes_total += episodes
     return steps, episodes

@@ -35,6 +35,7 @@ class A2C(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     recurrent = True
+    multi_agent = True
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

@@ -59,6 +59,7 @@ class PG(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     recurrent = True
+    multi_agent = True
 
     def setup(self, config: RunConfig) -> None:
         check_batch_mode(config)  # before any env or policy is built

@@ -28,6 +28,7 @@ class PPO(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     recurrent = True
+    multi_agent = True
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
