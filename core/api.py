@@ -41,6 +41,11 @@ def train(
     return run(config, resume=resume, hooks=hooks, progress=progress)
 
 
-def load(checkpoint: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy:
-    """A trained policy from a checkpoint folder (or a run folder's newest checkpoint)."""
-    return _load(checkpoint, overrides)
+def load(
+    checkpoint: str | os.PathLike, overrides: Sequence[str] = (), policy_id: str | None = None
+) -> LoadedPolicy:
+    """A trained policy from a checkpoint folder (or a run folder's newest checkpoint).
+
+    ``policy_id`` picks one policy of a multi-agent run with several (``multiagent.policies``).
+    """
+    return _load(checkpoint, overrides, policy_id=policy_id)

@@ -366,21 +366,26 @@ class Trainer:
     # --- checkpoints ----------------------------------------------------------------
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Arrays and JSON state for a checkpoint."""
-        policy_state: PolicyState = self.policy.get_state()
-        arrays = {f"policy/{k}": v for k, v in policy_state.arrays.items()}
+        arrays: dict[str, np.ndarray] = {}
+        policy_metas: dict[str, Any] = {}
+        for pid, policy in self.policy_map.items():  # policy/<id>/weights/..., policy/<id>/optimizer/...
+            policy_state: PolicyState = policy.get_state()
+            arrays.update({f"{ckpt.policy_prefix(pid)}{k}": v for k, v in policy_state.arrays.items()})
+            policy_metas[pid] = policy_state.meta
         for key, value in self.backend.get_rng_state().items():
             arrays[f"rng/{key}"] = value
         state = {
             "counters": {
                 "training_iteration": self.iteration,
                 "timesteps_total": self.timesteps_total,
+                "agent_timesteps_total": self.agent_timesteps_total,
                 "episodes_total": self.episodes_total,
                 "time_total_s": self.time_total_s,
                 "restore_epoch": self.restore_epoch,
             },
             "metrics_window": self.metrics.get_state(),
             "fault_counters": self.workers.get_fault_state(),
-            "policy_meta": policy_state.meta,
+            "policy_metas": policy_metas,
             "algorithm_state": self.get_algorithm_state(),
         }
         arrays.update({f"algorithm/{k}": v for k, v in self.get_algorithm_arrays().items()})
@@ -436,6 +441,13 @@ class Trainer:
             "timesteps_total": self.timesteps_total,
             "observation_space": worker.observation_space.to_json(),
             "action_space": worker.action_space.to_json(),
+            "policy_spaces": {
+                pid: {
+                    "observation_space": c.observation_space.to_json(),
+                    "action_space": c.action_space.to_json(),
+                }
+                for pid, c in worker.collectors.items()
+            },
             "python": platform.python_version(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -464,12 +476,25 @@ class Trainer:
                 f"{path}: checkpoint of algorithm '{metadata.get('algorithm')}', this trainer is '{self.name}'"
             )
         worker = self.workers.local_worker
-        for key, space in (
-            ("observation_space", worker.observation_space),
-            ("action_space", worker.action_space),
-        ):
-            if space_from_json(metadata[key]) != space:
-                raise CheckpointError(f"{path}: the checkpoint's {key} differs from the env's ({space})")
+        saved_ids = ckpt.checkpoint_policy_ids(arrays, state)
+        if sorted(saved_ids) != sorted(worker.collectors):
+            raise CheckpointError(
+                f"{path}: the checkpoint holds policies {', '.join(saved_ids)}, this trainer has "
+                f"{', '.join(worker.collectors)}"
+            )
+        saved_spaces = metadata.get("policy_spaces") or {
+            saved_ids[0]: {k: metadata[k] for k in ("observation_space", "action_space")}
+        }
+        for pid, collector in worker.collectors.items():
+            for key, space in (
+                ("observation_space", collector.observation_space),
+                ("action_space", collector.action_space),
+            ):
+                if space_from_json(saved_spaces[pid][key]) != space:
+                    which = "" if len(saved_ids) == 1 else f"policy '{pid}': "
+                    raise CheckpointError(
+                        f"{path}: {which}the checkpoint's {key} differs from the env's ({space})"
+                    )
         filter_arrays = self._checked_obs_filter_arrays(arrays, path)  # checked before anything changes
         try:  # first: it checks the arrays against env.wrappers_vector before anything changes
             self.workers.set_env_state(
@@ -478,17 +503,13 @@ class Trainer:
         except CheckpointError as err:
             raise CheckpointError(f"{path}: {err}") from err
         same_backend = metadata.get("backend") == self.config.backend
+        metas = state.get("policy_metas") or {saved_ids[0]: state.get("policy_meta", {})}
         try:
-            if same_backend:
-                policy_arrays = {
-                    k.removeprefix("policy/"): v for k, v in arrays.items() if k.startswith("policy/")
-                }
-                self.policy.set_state(PolicyState(policy_arrays, state["policy_meta"]))
-            else:  # another backend: weights are portable, optimizer state is not
-                prefix = "policy/weights/"
-                self.policy.set_weights(
-                    {k.removeprefix(prefix): v for k, v in arrays.items() if k.startswith(prefix)}
-                )
+            for pid, policy in self.policy_map.items():
+                if same_backend:
+                    policy.set_state(PolicyState(ckpt.policy_arrays(arrays, pid), metas[pid]))
+                else:  # another backend: weights are portable, optimizer state is not
+                    policy.set_weights(ckpt.policy_weights(arrays, pid))
         except ValueError as err:  # the policy checks everything before it changes anything
             raise CheckpointError(
                 f"{path}: the checkpoint does not fit this trainer's config: {err}"
@@ -500,6 +521,7 @@ class Trainer:
         counters = state["counters"]
         self.iteration = int(counters["training_iteration"])
         self.timesteps_total = int(counters["timesteps_total"])
+        self.agent_timesteps_total = int(counters.get("agent_timesteps_total", self.timesteps_total))
         self.episodes_total = int(counters["episodes_total"])
         self.time_total_s = float(counters["time_total_s"])
         self.restore_epoch = int(counters.get("restore_epoch", 0)) + 1

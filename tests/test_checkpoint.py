@@ -345,10 +345,10 @@ def test_trainer_checkpoint_files_contain_no_pickle(tmp_path, make_trainer):
     assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # contiguous, no gaps
     weights = trainer.policy.get_weights()
     for name, value in weights.items():
-        entry = header[f"policy/weights/{name}"]
+        entry = header[f"policy/default/weights/{name}"]  # <policy id>/<neutral name>
         assert entry["dtype"] == "F32"
         assert tuple(entry["shape"]) == value.shape
-    assert any(key.startswith("policy/optimizer/") for key in header)
+    assert any(key.startswith("policy/default/optimizer/") for key in header)
     assert header["rng/torch"]["dtype"] == "U8"
 
     # the rest: JSON and safe YAML

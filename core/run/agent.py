@@ -36,11 +36,25 @@ def checkpoint_config(path: str | os.PathLike, overrides: Sequence[str] = ()) ->
     return folder, config_mod.resolve(raw, source=str(folder / ckpt.CONFIG_FILE), overrides=overrides)
 
 
-def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    arrays, _, _, _ = ckpt.read(ckpt.resolve_path(path))
-    return {
-        k.removeprefix("policy/weights/"): v for k, v in arrays.items() if k.startswith("policy/weights/")
-    }
+def load_weights(path: str | os.PathLike, policy_id: str | None = None) -> dict[str, np.ndarray]:
+    """One policy's weights (``policy_id``; may be left out when the checkpoint holds one policy)."""
+    folder = ckpt.resolve_path(path)
+    arrays, state, _, _ = ckpt.read(folder)
+    return ckpt.policy_weights(arrays, _policy_id(folder, arrays, state, policy_id))
+
+
+def _policy_id(folder: Path, arrays: dict[str, Any], state: dict[str, Any], policy_id: str | None) -> str:
+    ids = ckpt.checkpoint_policy_ids(arrays, state)
+    if policy_id is None:
+        if len(ids) > 1:
+            raise CheckpointError(
+                f"{folder}: the checkpoint holds {len(ids)} policies ({', '.join(ids)}); say which one "
+                "(rlgear.load(path, policy_id=...))"
+            )
+        return ids[0]
+    if policy_id not in ids:
+        raise CheckpointError(f"{folder}: no policy '{policy_id}' in the checkpoint (it holds {', '.join(ids)})")
+    return policy_id
 
 
 def load_env_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -131,7 +145,10 @@ def evaluate_checkpoint(
     evaluator = Evaluator(config, policy_cls, adapter, video=video)
     try:
         try:
-            evaluator.set_weights(load_weights(folder))
+            if len(evaluator.collectors) > 1:
+                evaluator.set_weights({pid: load_weights(folder, pid) for pid in evaluator.collectors})
+            else:
+                evaluator.set_weights(load_weights(folder, next(iter(evaluator.collectors))))
         except ValueError as err:
             raise RLGearError(f"{folder}: the checkpoint does not fit the config: {err}") from err
         try:
@@ -277,14 +294,24 @@ def _with_batch_axis(observation: Any) -> Any:
     return np.asarray(observation)[None]
 
 
-def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy:
+def load(
+    path: str | os.PathLike, overrides: Sequence[str] = (), policy_id: str | None = None
+) -> LoadedPolicy:
     """Rebuild the policy of a checkpoint (or of a run folder's newest checkpoint).
 
     No environment is created: the spaces come from the checkpoint. Overrides
     such as ``backend=tf`` load the framework-neutral weights into another backend.
+    A checkpoint of a run with several policies (``multiagent``) needs ``policy_id``.
     """
     folder, config = checkpoint_config(path, overrides)
-    _, _, _, metadata = ckpt.read(folder)
+    arrays, state, _, metadata = ckpt.read(folder)
+    policy_id = _policy_id(folder, arrays, state, policy_id)
+    from rlgear import multiagent
+
+    config = multiagent.policy_config(config, policy_id)
+    spaces = (metadata.get("policy_spaces") or {}).get(policy_id)
+    if spaces is not None:
+        metadata = {**metadata, **spaces}
     trainer_cls = registry.load_algorithm(config.algorithm)
     policy_cls = trainer_cls.policy_class(config.backend)
     backend = registry.load_backend(config.backend)()
@@ -296,7 +323,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> LoadedPolicy
     )
     policy = policy_cls(preprocessor.observation_space, action_space, config)
     try:
-        policy.set_weights(load_weights(folder))
+        policy.set_weights(ckpt.policy_weights(arrays, policy_id))
     except ValueError as err:
         raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
     obs_filter = frozen_obs_filter(folder, config.model, policy.observation_space)

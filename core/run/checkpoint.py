@@ -170,3 +170,47 @@ def resolve_path(path: str | os.PathLike) -> Path:
             raise CheckpointError(f"{path}: no such checkpoint or run folder")
         raise CheckpointError(f"{path}: no complete checkpoint found here")
     return newest
+
+
+#: Where a policy's arrays live: ``policy/<policy id>/weights/<neutral name>``,
+#: ``policy/<policy id>/optimizer/...`` (checkpoints before policy sets had ``policy/weights/...``).
+POLICY_PREFIX = "policy/"
+
+
+def policy_prefix(policy_id: str) -> str:
+    return f"{POLICY_PREFIX}{policy_id}/"
+
+
+def checkpoint_policy_ids(arrays: dict[str, Any], state: dict[str, Any]) -> list[str]:
+    """The policies a checkpoint holds (``["default"]`` for one written before policy sets)."""
+    metas = state.get("policy_metas")
+    if metas is None:
+        return ["default"]
+    return list(metas)
+
+
+def policy_arrays(arrays: dict[str, Any], policy_id: str) -> dict[str, Any]:
+    """Policy ``policy_id``'s arrays (``weights/...``, ``optimizer/...``), its prefix removed.
+
+    The ``default`` policy also reads the unprefixed names of checkpoints written before policy
+    sets (``policy/weights/...``), so those keep loading unchanged.
+    """
+    prefix = policy_prefix(policy_id)
+    found = {k.removeprefix(prefix): v for k, v in arrays.items() if k.startswith(prefix)}
+    if found or policy_id != "default":
+        return found
+    legacy = ("weights/", "optimizer/")
+    return {
+        k.removeprefix(POLICY_PREFIX): v
+        for k, v in arrays.items()
+        if k.startswith(POLICY_PREFIX) and k.removeprefix(POLICY_PREFIX).startswith(legacy)
+    }
+
+
+def policy_weights(arrays: dict[str, Any], policy_id: str) -> dict[str, Any]:
+    """Policy ``policy_id``'s framework-neutral weights."""
+    return {
+        k.removeprefix("weights/"): v
+        for k, v in policy_arrays(arrays, policy_id).items()
+        if k.startswith("weights/")
+    }

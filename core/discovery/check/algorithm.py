@@ -451,7 +451,7 @@ def _state_difference(expected: tuple, restored: tuple) -> str | None:
         a, b = np.asarray(arrays_a[key]), np.asarray(arrays_b[key])
         if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
             return f"'{key}' differs after restore (save() then restore() must give the same values)"
-    for section in ("counters", "policy_meta", "algorithm_state"):
+    for section in ("counters", "policy_metas", "algorithm_state"):
         a, b = _jsonable(state_a.get(section)), _jsonable(state_b.get(section))
         if section == "counters":  # a restore counts itself (restore_epoch): the rest must match
             a, b = ({k: v for k, v in c.items() if k != "restore_epoch"} for c in (a or {}, b or {}))
