@@ -209,3 +209,26 @@ class MixedEnv(MultiAgentVectorEnv):
 
 def make_mixed(num_envs: int, seed_offset: int = 0) -> MixedEnv:
     return MixedEnv(num_envs, seed_offset)
+
+
+class LoggedLateJoinEnv(LateJoinEnv):
+    """:class:`LateJoinEnv` that keeps every MultiAgentTimeStep it returns (``log``), for references."""
+
+    def __init__(self, num_envs: int):
+        super().__init__(num_envs)
+        self.log: list[MultiAgentTimeStep] = []
+
+    def reset(self, seed: int | None = None) -> MultiAgentTimeStep:
+        self.log.clear()
+        mts = super().reset(seed)
+        self.log.append(mts)
+        return mts
+
+    def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
+        mts = super().step(actions)
+        self.log.append(mts)
+        return mts
+
+
+def make_logged_late_join(num_envs: int) -> LoggedLateJoinEnv:
+    return LoggedLateJoinEnv(num_envs)

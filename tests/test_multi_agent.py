@@ -1,0 +1,449 @@
+"""Multi-agent runs: the ``multiagent`` config, per-agent compaction and GAE, policy sets, checkpoints.
+
+The envs are the numpy ``MultiAgentVectorEnv`` s of ``tests/multi_agent_envs.py``, built through the
+``vector`` env adapter. Learning tests are ``slow`` (times in their docstrings).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import rlgear
+from rlgear import config as config_mod
+from rlgear.discovery import registry
+from rlgear.errors import CheckpointError, ConfigError, UnsupportedError
+from rlgear.execution.evaluator import Evaluator
+from rlgear.run import checkpoint as ckpt
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+
+pytest.importorskip("torch")
+
+ENVS = "tests.multi_agent_envs"
+MATCH_OPTIMUM = 16.0  # 2 agents x 8 steps x +1
+
+
+def ma_config(env: str = "make_match", **sections) -> dict:
+    config = {
+        "algorithm": "ppo",
+        "env": {"adapter": "vector", "name": f"{ENVS}:{env}"},
+        "workers": {"num_envs_per_worker": 4, "rollout_fragment_length": 16},
+        "training": {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2},
+        "model": {"hidden_sizes": [16]},
+        "seed": 3,
+    }
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    return config
+
+
+def ppo():
+    return registry.load_algorithm("ppo")
+
+
+# --- config -------------------------------------------------------------------------------
+
+
+def test_policy_overrides_are_checked_by_the_algorithms_config_class():
+    raw = ma_config(multiagent={"policies": {"shared": {"training": {"lrr": 1e-4}}}})
+    with pytest.raises(ConfigError, match=r"multiagent\.policies\.shared\.training\.lrr: unknown key; did you mean 'lr'"):
+        config_mod.resolve(raw)
+    raw = ma_config(multiagent={"policies": {"shared": {"model": {"hidden_sizes": [0]}}}})
+    with pytest.raises(ConfigError, match=r"multiagent\.policies\.shared\.model\.hidden_sizes\[0\]"):
+        config_mod.resolve(raw)
+
+
+def test_policy_config_applies_the_overrides_of_one_policy_only():
+    from rlgear import multiagent
+
+    raw = ma_config(
+        multiagent={
+            "policies": {"a": {"training": {"lr": 1e-4}, "model": {"hidden_sizes": [8]}}, "b": {}},
+            "policy_mapping": {"a": "a", "*": "b"},
+        }
+    )
+    config = config_mod.resolve(raw)
+    assert multiagent.policy_ids(config) == ["a", "b"]
+    assert multiagent.policy_config(config, "a").training.lr == 1e-4
+    assert multiagent.policy_config(config, "a").model.hidden_sizes == [8]
+    assert multiagent.policy_config(config, "b").training.lr == config.training.lr
+    assert multiagent.policy_config(config, "b").model.hidden_sizes == [16]
+    assert "multiagent" in config.to_dict()
+    assert "multiagent" not in config_mod.resolve(ma_config()).to_dict()  # single-agent configs unchanged
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"policies": {"a": {}}, "policy_mapping": {"*": "z"}}, r"policy_mapping\.\*: unknown policy 'z'"),
+        ({"policies": {"a": {}, "b": {}}}, r"multiagent\.policy_mapping: several policies \(a, b\)"),
+        ({"policies": {"ab": {}}, "policies_to_train": ["ac"]}, r"policies_to_train\[0\]: unknown policy 'ac'; did you mean 'ab'"),
+        ({"policy_mapping": "no_colon"}, r"multiagent\.policy_mapping: expected a mapping"),
+        ({"polices": {}}, r"multiagent\.polices: unknown key; did you mean 'policies'"),
+    ],
+)
+def test_bad_multiagent_sections_are_refused_with_the_key(section, message):
+    with pytest.raises(ConfigError, match=message):
+        config_mod.resolve(ma_config(multiagent=section))
+
+
+def test_a_single_agent_env_refuses_several_policies(tmp_path):
+    raw = {
+        "algorithm": "ppo",
+        "env": {"name": "CartPole-v1"},
+        "multiagent": {"policies": {"a": {}, "b": {}}, "policy_mapping": {"*": "a"}},
+    }
+    with pytest.raises(ConfigError, match=r"multiagent\.policies: env 'CartPole-v1' has a single agent.*\(a, b\)"):
+        ppo()(raw)
+
+
+def test_an_agent_no_pattern_maps_is_an_error_naming_it_and_the_patterns():
+    raw = ma_config(multiagent={"policies": {"p": {}}, "policy_mapping": {"a": "p", "c*": "p"}})
+    with pytest.raises(ConfigError, match=r"no pattern maps agent 'b' \(patterns: a, c\*\)"):
+        ppo()(raw)
+
+
+def test_agents_with_different_spaces_on_one_policy_are_refused_naming_them():
+    with pytest.raises(ConfigError, match=r"agents mapped to policy 'default' have different observation spaces \(box: .*; disc: "):
+        ppo()(ma_config("make_mixed"))
+
+
+def test_a_mapping_function_picks_the_policy():
+    raw = ma_config(
+        multiagent={"policies": {"pa": {}, "pb": {}}, "policy_mapping": "tests.test_multi_agent:policy_of"}
+    )
+    trainer = ppo()(raw)
+    try:
+        assert sorted(trainer.policy_map) == ["pa", "pb"]
+        with pytest.raises(UnsupportedError, match=r"trainer\.policy_map\[policy_id\]"):
+            _ = trainer.policy
+    finally:
+        trainer.stop()
+
+
+def policy_of(agent_id: str) -> str:
+    return "p" + agent_id
+
+
+def test_an_algorithm_without_multi_agent_is_refused_on_a_multi_agent_env():
+    class SingleAgentOnly(ppo()):
+        name = "single-agent-only"
+        multi_agent = False
+
+    with pytest.raises(UnsupportedError, match=r"'single-agent-only' does not support multi-agent envs .*agents a, b"):
+        SingleAgentOnly(ma_config())
+
+
+# --- compaction and GAE per agent -----------------------------------------------------------
+
+
+def _reference_rows(log, fragment_length, fragments, gamma, lam, value_of):
+    """Per (env slot, agent): the agent's active rows, cut into fragment windows (each window starts
+    with the previous window's last row), GAE along each window in plain numpy; the trainable rows
+    keyed by (episode id of the agent, step index of the agent)."""
+    agents = ("a", "b")
+    num_envs = log[0].num_envs
+    # env episode ids, assigned as the evaluator does: at each reset, env slots in order
+    env_episode = np.zeros((len(log), num_envs), dtype=np.int64)
+    next_id, current = 0, np.zeros(num_envs, dtype=np.int64)
+    for t, mts in enumerate(log):
+        for i in range(num_envs):
+            if t == 0 or log[t - 1].episode_end[i]:
+                current[i] = next_id
+                next_id += 1
+        env_episode[t] = current
+    expected = {}
+    for i in range(num_envs):
+        for index, agent in enumerate(agents):
+            rows, t_agent, count = [], {}, 0
+            for t in range(fragment_length * fragments):
+                if log[t].active[agent][i]:
+                    step = log[t].steps[agent]
+                    if step.step_type[i] == 0:
+                        count = 0
+                    rows.append(t)
+                    t_agent[t] = count
+                    count += 1
+            windows, carry = [], None
+            for j in range(fragments):
+                inside = [t for t in rows if j * fragment_length <= t < (j + 1) * fragment_length]
+                window = ([carry] if carry is not None else []) + inside
+                if window:
+                    carry = window[-1]
+                if len(window) >= 2:
+                    windows.append(window)
+            for window in windows:
+                step = [log[t].steps[agent] for t in window]
+                r = np.array([s.reward[i] for s in step], dtype=np.float64)
+                d = np.array([s.discount[i] for s in step], dtype=np.float64)
+                kind = np.array([s.step_type[i] for s in step])
+                v = np.array([value_of(s.observation[i]) for s in step], dtype=np.float64)
+                adv = np.zeros(len(window))
+                for k in range(len(window) - 2, -1, -1):
+                    if kind[k] == 2:  # LAST: nothing learned, nothing flows back across it
+                        adv[k] = 0.0
+                        continue
+                    delta = r[k + 1] + gamma * d[k + 1] * v[k + 1] - v[k]
+                    adv[k] = delta + gamma * lam * d[k + 1] * (adv[k + 1] if kind[k + 1] != 2 else 0.0)
+                for k, t in enumerate(window[:-1]):
+                    if kind[k] == 2:
+                        continue
+                    key = (int(env_episode[t, i]) * 2 + index, t_agent[t])
+                    assert key not in expected
+                    expected[key] = (adv[k], adv[k] + v[k], r[k], agent, int(kind[k]))
+    return expected
+
+
+@pytest.mark.parametrize("fragment_length", [4, 6])
+def test_rows_are_compacted_per_agent_and_gae_never_crosses_agents(fragment_length):
+    gamma, lam, fragments = 0.9, 0.8, 3
+    raw = ma_config(
+        "make_logged_late_join",
+        workers={"num_envs_per_worker": 2, "rollout_fragment_length": fragment_length},
+        training={"gamma": gamma, "gae_lambda": lam},
+    )
+    config = config_mod.resolve(raw)
+    algo = ppo()
+    evaluator = Evaluator(config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess)
+    try:
+        batches = [evaluator.sample_with_count() for _ in range(fragments)]
+        log = list(evaluator.env.log)
+        policy = evaluator.policy
+
+        def value_of(observation):
+            from rlgear.timestep import TimeStep
+
+            ts = TimeStep(
+                step_type=np.ones(1, np.int32),
+                reward=np.zeros(1, np.float32),
+                discount=np.ones(1, np.float32),
+                observation=np.asarray(observation, np.float32)[None],
+                prev_action=np.zeros(1, np.int64),
+                env_id=np.zeros(1, np.int32),
+            )
+            return float(policy.compute_actions(ts, explore=False)[2][SampleBatch.VF_PREDS][0])
+
+        expected = _reference_rows(log, fragment_length, fragments, gamma, lam, value_of)
+    finally:
+        evaluator.stop()
+    got = {}
+    for batch, env_steps in batches:
+        assert isinstance(batch, MultiAgentBatch) and env_steps == batch.env_steps
+        rows = batch["default"]
+        for n in range(len(rows)):
+            key = (int(rows[SampleBatch.EPS_ID][n]), int(rows[SampleBatch.T][n]))
+            assert key not in got, f"row {key} trained twice"
+            got[key] = (
+                float(rows[SampleBatch.ADVANTAGES][n]),
+                float(rows[SampleBatch.VALUE_TARGETS][n]),
+                float(rows[SampleBatch.REWARDS][n]),
+            )
+    assert len(got) >= 3 * 2 * 2 * (fragments * fragment_length // 6)  # 3 rows per agent per episode
+    assert sorted(got) == sorted(expected)
+    for key, (adv, target, reward) in got.items():
+        ref_adv, ref_target, ref_reward, agent, _ = expected[key]
+        assert adv == pytest.approx(ref_adv, abs=1e-4), (key, agent)
+        assert target == pytest.approx(ref_target, abs=1e-4), (key, agent)
+        assert reward == pytest.approx(ref_reward)
+    # a is trained on its steps 0..2 (its LAST at step 3 is not), b on 0..2 (its LAST, step 5 of
+    # the env, is not): 3 rows per agent per episode, none after an agent's LAST
+    per_agent_steps = {}
+    for (eps, t), _ in got.items():
+        per_agent_steps.setdefault(eps % 2, set()).add(t)
+    assert per_agent_steps[0] <= {0, 1, 2} and per_agent_steps[1] <= {0, 1, 2}
+    # a terminated (discount 0): its target at its last trained step is the reward alone
+    a_last = [k for k in expected if k[0] % 2 == 0 and k[1] == 2]
+    assert a_last
+
+
+def test_counts_env_steps_agent_steps_and_returns_summed_over_agents():
+    raw = ma_config(
+        "make_late_join",
+        workers={"num_envs_per_worker": 2, "rollout_fragment_length": 6},
+    )
+    config = config_mod.resolve(raw)
+    algo = ppo()
+    evaluator = Evaluator(config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess)
+    try:
+        batch, steps = evaluator.sample_with_count()
+        metrics = evaluator.pop_metrics()
+    finally:
+        evaluator.stop()
+    assert steps == 10  # 5 env steps per episode (the reset step is not one), 2 envs
+    assert metrics["agent_steps"] == 12  # a steps 1..3, b steps 3..5
+    assert len(batch["default"]) == 12  # 3 trainable rows per agent per env
+    for episode in metrics["episodes"]:
+        assert episode["length"] == 5
+        assert episode["truncated"]
+        # rewards of a at steps 1..3 and b at 3..5: 0.5 k + (1 | 2) + previous action (0 or 1)
+        base = sum(0.5 * k + 1 for k in (1, 2, 3)) + sum(0.5 * k + 2 for k in (3, 4, 5))
+        assert base <= episode["episode_return"] <= base + 6
+        assert episode["policy_returns"] == {"default": episode["episode_return"]}
+
+
+# --- policy sets -------------------------------------------------------------------------------
+
+
+def test_different_spaces_on_two_policies_and_one_not_trained():
+    raw = ma_config(
+        "make_mixed",
+        multiagent={
+            "policies": {"box": {}, "disc": {"training": {"lr": 1e-2}}},
+            "policy_mapping": {"box": "box", "disc": "disc"},
+            "policies_to_train": ["disc"],
+        },
+    )
+    trainer = ppo()(raw)
+    try:
+        assert trainer.policy_map["box"].action_space.kind == "continuous"
+        assert trainer.policy_map["disc"].action_space.kind == "discrete"
+        assert trainer.policy_map["disc"].config.training.lr == 1e-2
+        before = {pid: p.get_weights() for pid, p in trainer.policy_map.items()}
+        result = trainer.train()
+        after = {pid: p.get_weights() for pid, p in trainer.policy_map.items()}
+    finally:
+        trainer.stop()
+    assert all(np.array_equal(before["box"][k], after["box"][k]) for k in before["box"])
+    assert any(not np.array_equal(before["disc"][k], after["disc"][k]) for k in before["disc"])
+    assert "learner/disc/policy_loss" in result and not any(k.startswith("learner/box/") for k in result)
+    assert {"policy_reward_mean/box", "policy_reward_mean/disc"} <= set(result)
+    assert result["agent_timesteps_total"] == 2 * result["timesteps_total"]
+
+
+def independent(**extra) -> dict:
+    return {"policies": {"pa": {}, "pb": {}}, "policy_mapping": {"a": "pa", "b": "pb"}, **extra}
+
+
+def test_checkpoint_keeps_every_policys_weights_optimizer_and_counters(tmp_path):
+    raw = ma_config(multiagent=independent())
+    trainer = ppo()(raw)
+    try:
+        trainer.train()
+        path = trainer.save(tmp_path / "ckpt")
+        arrays, state = trainer.get_state()
+        counters = dict(state["counters"])
+    finally:
+        trainer.stop()
+    saved, saved_state, _, metadata = ckpt.read(tmp_path / "ckpt")
+    assert any(k.startswith("policy/pa/weights/") for k in saved)
+    assert any(k.startswith("policy/pb/optimizer/") for k in saved)
+    assert sorted(metadata["policy_spaces"]) == ["pa", "pb"]
+    fresh = ppo()(raw)
+    try:
+        fresh.restore(path)
+        arrays2, state2 = fresh.get_state()
+    finally:
+        fresh.stop()
+    for key in arrays:
+        if key.startswith("policy/"):
+            np.testing.assert_array_equal(arrays[key], arrays2[key])
+    assert state2["policy_metas"] == json.loads(json.dumps(state["policy_metas"]))
+    for key in ("training_iteration", "timesteps_total", "agent_timesteps_total", "episodes_total"):
+        assert state2["counters"][key] == counters[key]
+
+
+def test_rlgear_load_and_evaluate_on_a_multi_agent_checkpoint(tmp_path):
+    raw = ma_config(multiagent=independent())
+    trainer = ppo()(raw)
+    try:
+        trainer.train()
+        path = trainer.save(tmp_path / "ckpt")
+        weights_pb = trainer.policy_map["pb"].get_weights()
+    finally:
+        trainer.stop()
+    with pytest.raises(CheckpointError, match=r"holds 2 policies \(pa, pb\); say which one"):
+        rlgear.load(path)
+    loaded = rlgear.load(path, policy_id="pb")
+    for key, value in weights_pb.items():
+        np.testing.assert_array_equal(loaded.policy.get_weights()[key], value)
+    action = loaded.compute_single_action(np.eye(4, dtype=np.float32)[2])
+    assert 0 <= int(action) < 4
+    from rlgear.run.agent import evaluate_checkpoint
+
+    evaluation = evaluate_checkpoint(path, episodes=3)
+    assert len(evaluation.episodes) == 3
+    for episode in evaluation.episodes:
+        assert episode["length"] == 8
+        assert episode["episode_return"] == pytest.approx(sum(episode["policy_returns"].values()))
+
+
+def test_a_checkpoint_of_the_layout_before_policy_sets_still_restores_and_loads(tmp_path):
+    """Checkpoints written before policy sets name arrays ``policy/weights/...`` and keep one
+    ``policy_meta``: rewritten here in that layout, the ``default`` policy reads them."""
+    raw = {
+        "algorithm": "ppo",
+        "env": {"name": "CartPole-v1"},
+        "workers": {"num_envs_per_worker": 2, "rollout_fragment_length": 16},
+        "training": {"train_batch_size": 32, "sgd_minibatch_size": 16, "num_sgd_iter": 1},
+        "seed": 0,
+    }
+    trainer = ppo()(raw)
+    try:
+        trainer.train()
+        snapshot = trainer.save_to_object()
+        weights = trainer.policy.get_weights()
+    finally:
+        trainer.stop()
+    old_arrays = {
+        (k.replace("policy/default/", "policy/", 1) if k.startswith("policy/default/") else k): v
+        for k, v in snapshot["arrays"].items()
+    }
+    old_state = dict(snapshot["state"])
+    old_state["policy_meta"] = old_state.pop("policy_metas")["default"]
+    old_metadata = {k: v for k, v in snapshot["metadata"].items() if k != "policy_spaces"}
+    folder = ckpt.write(tmp_path / "old", old_arrays, old_state, snapshot["config"], old_metadata)
+    assert not any(k.startswith("policy/default/") for k in ckpt.read(folder)[0])
+    fresh = ppo()(raw)
+    try:
+        fresh.restore(folder)
+        for key, value in weights.items():
+            np.testing.assert_array_equal(fresh.policy.get_weights()[key], value)
+        assert fresh.policy.get_state().meta == old_state["policy_meta"]
+    finally:
+        fresh.stop()
+    loaded = rlgear.load(folder)
+    for key, value in weights.items():
+        np.testing.assert_array_equal(loaded.policy.get_weights()[key], value)
+
+
+# --- learning -------------------------------------------------------------------------------------
+
+
+def _train_match(multiagent_section, iterations=40):
+    raw = ma_config(
+        workers={"num_envs_per_worker": 8, "rollout_fragment_length": 64},
+        training={"train_batch_size": 512, "sgd_minibatch_size": 128, "num_sgd_iter": 10},
+        model={"hidden_sizes": [64, 64]},
+        seed=1,
+    )
+    if multiagent_section is not None:
+        raw["multiagent"] = multiagent_section
+    trainer = ppo()(raw)
+    try:
+        best = -np.inf
+        for _ in range(iterations):
+            result = trainer.train()
+            best = max(best, result["episode_return_mean"] or -np.inf)
+            if best >= 0.95 * MATCH_OPTIMUM:
+                break
+    finally:
+        trainer.stop()
+    return best, result
+
+
+@pytest.mark.slow
+def test_ppo_with_a_shared_policy_reaches_95_percent_of_the_optimum():
+    """About 10 s (about 10k env steps, 20k agent steps)."""
+    best, result = _train_match(None)
+    assert best >= 0.95 * MATCH_OPTIMUM, result
+    assert result["timesteps_total"] <= 40 * 512
+
+
+@pytest.mark.slow
+def test_ppo_with_independent_policies_reaches_95_percent_of_the_optimum():
+    """About 10 s (about 10k env steps)."""
+    best, result = _train_match(independent())
+    assert best >= 0.95 * MATCH_OPTIMUM, result
+    assert result["policy_reward_mean/pa"] == pytest.approx(result["policy_reward_mean/pb"])
