@@ -126,7 +126,9 @@ class LateJoinEnv(MultiAgentVectorEnv):
             obs = np.where(active[:, None], obs, 0.0)
             prev_action = np.where(active & (k != first_k), prev[agent], 0)
             steps[agent] = _timestep(step_type, reward, discount, obs, prev_action, n)
-        return MultiAgentTimeStep(steps=steps, active={"a": active_a, "b": active_b}, episode_end=k == self.END)
+        return MultiAgentTimeStep(
+            steps=steps, active={"a": active_a, "b": active_b}, episode_end=k == self.END
+        )
 
     def reset(self, seed: int | None = None) -> MultiAgentTimeStep:
         self.k[:] = 0
@@ -153,7 +155,10 @@ class MixedEnv(MultiAgentVectorEnv):
     def __init__(self, num_envs: int, seed_offset: int = 0):
         self.num_envs = num_envs
         self.possible_agents = ("box", "disc")
-        self.observation_spaces = {"box": Box(np.full(2, -1.0), np.full(2, 1.0)), "disc": Box(np.full(3, 0.0), np.full(3, 1.0))}
+        self.observation_spaces = {
+            "box": Box(np.full(2, -1.0), np.full(2, 1.0)),
+            "disc": Box(np.full(3, 0.0), np.full(3, 1.0)),
+        }
         self.action_spaces = {"box": Box(np.full(2, -1.0), np.full(2, 1.0)), "disc": Discrete(3)}
         self.rng = np.random.default_rng(seed_offset)
         self.t = np.zeros(num_envs, dtype=np.int64)
@@ -170,7 +175,12 @@ class MixedEnv(MultiAgentVectorEnv):
         steps = {
             "box": _timestep(step_type, rewards["box"], discount, self.box_obs, prev["box"], n),
             "disc": _timestep(
-                step_type, rewards["disc"], discount, np.eye(3, dtype=np.float32)[self.disc_target], prev["disc"], n
+                step_type,
+                rewards["disc"],
+                discount,
+                np.eye(3, dtype=np.float32)[self.disc_target],
+                prev["disc"],
+                n,
             ),
         }
         return MultiAgentTimeStep(

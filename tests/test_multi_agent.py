@@ -48,7 +48,9 @@ def ppo():
 
 def test_policy_overrides_are_checked_by_the_algorithms_config_class():
     raw = ma_config(multiagent={"policies": {"shared": {"training": {"lrr": 1e-4}}}})
-    with pytest.raises(ConfigError, match=r"multiagent\.policies\.shared\.training\.lrr: unknown key; did you mean 'lr'"):
+    with pytest.raises(
+        ConfigError, match=r"multiagent\.policies\.shared\.training\.lrr: unknown key; did you mean 'lr'"
+    ):
         config_mod.resolve(raw)
     raw = ma_config(multiagent={"policies": {"shared": {"model": {"hidden_sizes": [0]}}}})
     with pytest.raises(ConfigError, match=r"multiagent\.policies\.shared\.model\.hidden_sizes\[0\]"):
@@ -79,7 +81,10 @@ def test_policy_config_applies_the_overrides_of_one_policy_only():
     [
         ({"policies": {"a": {}}, "policy_mapping": {"*": "z"}}, r"policy_mapping\.\*: unknown policy 'z'"),
         ({"policies": {"a": {}, "b": {}}}, r"multiagent\.policy_mapping: several policies \(a, b\)"),
-        ({"policies": {"ab": {}}, "policies_to_train": ["ac"]}, r"policies_to_train\[0\]: unknown policy 'ac'; did you mean 'ab'"),
+        (
+            {"policies": {"ab": {}}, "policies_to_train": ["ac"]},
+            r"policies_to_train\[0\]: unknown policy 'ac'; did you mean 'ab'",
+        ),
         ({"policy_mapping": "no_colon"}, r"multiagent\.policy_mapping: expected a mapping"),
         ({"polices": {}}, r"multiagent\.polices: unknown key; did you mean 'policies'"),
     ],
@@ -95,7 +100,9 @@ def test_a_single_agent_env_refuses_several_policies(tmp_path):
         "env": {"name": "CartPole-v1"},
         "multiagent": {"policies": {"a": {}, "b": {}}, "policy_mapping": {"*": "a"}},
     }
-    with pytest.raises(ConfigError, match=r"multiagent\.policies: env 'CartPole-v1' has a single agent.*\(a, b\)"):
+    with pytest.raises(
+        ConfigError, match=r"multiagent\.policies: env 'CartPole-v1' has a single agent.*\(a, b\)"
+    ):
         ppo()(raw)
 
 
@@ -106,7 +113,10 @@ def test_an_agent_no_pattern_maps_is_an_error_naming_it_and_the_patterns():
 
 
 def test_agents_with_different_spaces_on_one_policy_are_refused_naming_them():
-    with pytest.raises(ConfigError, match=r"agents mapped to policy 'default' have different observation spaces \(box: .*; disc: "):
+    with pytest.raises(
+        ConfigError,
+        match=r"agents mapped to policy 'default' have different observation spaces \(box: .*; disc: ",
+    ):
         ppo()(ma_config("make_mixed"))
 
 
@@ -132,7 +142,9 @@ def test_an_algorithm_without_multi_agent_is_refused_on_a_multi_agent_env():
         name = "single-agent-only"
         multi_agent = False
 
-    with pytest.raises(UnsupportedError, match=r"'single-agent-only' does not support multi-agent envs .*agents a, b"):
+    with pytest.raises(
+        UnsupportedError, match=r"'single-agent-only' does not support multi-agent envs .*agents a, b"
+    ):
         SingleAgentOnly(ma_config())
 
 
@@ -206,7 +218,9 @@ def test_rows_are_compacted_per_agent_and_gae_never_crosses_agents(fragment_leng
     )
     config = config_mod.resolve(raw)
     algo = ppo()
-    evaluator = Evaluator(config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess)
+    evaluator = Evaluator(
+        config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
+    )
     try:
         batches = [evaluator.sample_with_count() for _ in range(fragments)]
         log = list(evaluator.env.log)
@@ -265,7 +279,9 @@ def test_counts_env_steps_agent_steps_and_returns_summed_over_agents():
     )
     config = config_mod.resolve(raw)
     algo = ppo()
-    evaluator = Evaluator(config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess)
+    evaluator = Evaluator(
+        config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
+    )
     try:
         batch, steps = evaluator.sample_with_count()
         metrics = evaluator.pop_metrics()

@@ -53,7 +53,9 @@ def _policy_id(folder: Path, arrays: dict[str, Any], state: dict[str, Any], poli
             )
         return ids[0]
     if policy_id not in ids:
-        raise CheckpointError(f"{folder}: no policy '{policy_id}' in the checkpoint (it holds {', '.join(ids)})")
+        raise CheckpointError(
+            f"{folder}: no policy '{policy_id}' in the checkpoint (it holds {', '.join(ids)})"
+        )
     return policy_id
 
 

@@ -52,7 +52,9 @@ class VectorFactoryAdapter(EnvAdapter):
         try:
             inspect.signature(factory).bind(num_envs, **dict(kwargs), **extra)
         except TypeError as err:
-            raise ConfigError(f"env.kwargs: the factory '{name}' does not take these arguments: {err}") from err
+            raise ConfigError(
+                f"env.kwargs: the factory '{name}' does not take these arguments: {err}"
+            ) from err
         except ValueError:
             pass  # no signature to check (a builtin): the call says what is wrong
         env = factory(num_envs, **dict(kwargs), **extra)
@@ -62,7 +64,9 @@ class VectorFactoryAdapter(EnvAdapter):
                 "rlgear.env.VectorEnv or MultiAgentVectorEnv"
             )
         if env.num_envs != num_envs:
-            raise ConfigError(f"env.name: the factory '{name}' built {env.num_envs} envs, {num_envs} were asked")
+            raise ConfigError(
+                f"env.name: the factory '{name}' built {env.num_envs} envs, {num_envs} were asked"
+            )
         return env
 
 
