@@ -55,6 +55,28 @@ def on_sample_end(worker: Evaluator, batch: SampleBatch) -> None:
 
 
 @hookspec
+def on_postprocess_fragment(
+    worker: Evaluator, policy_id: str, fragment: SampleBatch, window: dict[str, Any], rows: Any, slots: Any
+) -> None:
+    """A multi-agent fragment of policy ``policy_id`` is about to be postprocessed (the centralised-critic hook).
+
+    ``fragment`` is time-major ``[n, k]``: ``k`` agent streams (compacted: each agent's own rows,
+    the last one the bootstrap) of equal length ``n``. Add columns to it in place (e.g. the other
+    agents' observations, for a value function that sees them) before the algorithm's
+    postprocessing (GAE ...) runs; columns the loss does not read are never sent to it.
+
+    ``window`` holds every policy's rows of the same env steps, un-compacted:
+    ``window[pid]["rows"][column]`` is ``[T+1, S_pid, ...]`` (row 0: each slot's row carried from
+    the previous fragment, valid where ``window[pid]["valid"][0]``; rows 1..T: this fragment's env
+    steps, aligned across policies), ``window[pid]["agents"]`` the policy's agents (slot
+    ``a * num_envs + i`` is agent ``a`` in env slot ``i``) and ``window[pid]["num_envs"]``.
+    Element ``[r, c]`` of ``fragment`` is row ``rows[r, c]`` of slot ``slots[c]`` of this policy's
+    table, so its env slot is ``slots[c] % num_envs`` and rows ``>= 1`` of other policies at the
+    same index are the same env step. Called only for multi-agent envs.
+    """
+
+
+@hookspec
 def on_train_result(trainer: Trainer, result: dict[str, Any]) -> None:
     """An iteration's result is ready; add or change keys in ``result`` in place.
 

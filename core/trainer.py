@@ -23,8 +23,7 @@ import numpy as np
 
 import rlgear
 from rlgear import config as config_mod
-from rlgear import multiagent
-from rlgear.config import RunConfig, TrainingConfig
+from rlgear.config import RunConfig, TrainingConfig, multiagent
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager

@@ -24,7 +24,7 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
         "multi_discrete": True,
         "composite": True,
         "backends": ["tf", "torch"],
-        "multi_agent": False,
+        "multi_agent": True,  # multiagent config section (issue 13)
         "recurrent": True,  # model.lstm (issue 14)
     }
 

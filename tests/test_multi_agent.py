@@ -58,7 +58,7 @@ def test_policy_overrides_are_checked_by_the_algorithms_config_class():
 
 
 def test_policy_config_applies_the_overrides_of_one_policy_only():
-    from rlgear import multiagent
+    from rlgear.config import multiagent
 
     raw = ma_config(
         multiagent={
@@ -160,7 +160,7 @@ def _reference_rows(log, fragment_length, fragments, gamma, lam, value_of):
     # env episode ids, assigned as the evaluator does: at each reset, env slots in order
     env_episode = np.zeros((len(log), num_envs), dtype=np.int64)
     next_id, current = 0, np.zeros(num_envs, dtype=np.int64)
-    for t, mts in enumerate(log):
+    for t in range(len(log)):
         for i in range(num_envs):
             if t == 0 or log[t - 1].episode_end[i]:
                 current[i] = next_id
@@ -342,7 +342,7 @@ def test_checkpoint_keeps_every_policys_weights_optimizer_and_counters(tmp_path)
         counters = dict(state["counters"])
     finally:
         trainer.stop()
-    saved, saved_state, _, metadata = ckpt.read(tmp_path / "ckpt")
+    saved, _, _, metadata = ckpt.read(tmp_path / "ckpt")
     assert any(k.startswith("policy/pa/weights/") for k in saved)
     assert any(k.startswith("policy/pb/optimizer/") for k in saved)
     assert sorted(metadata["policy_spaces"]) == ["pa", "pb"]
@@ -463,3 +463,78 @@ def test_ppo_with_independent_policies_reaches_95_percent_of_the_optimum():
     best, result = _train_match(independent())
     assert best >= 0.95 * MATCH_OPTIMUM, result
     assert result["policy_reward_mean/pa"] == pytest.approx(result["policy_reward_mean/pb"])
+
+
+class OtherAgentObservation:
+    """The centralised-critic pattern: each row gets the other agent's observation of the same env step."""
+
+    @rlgear.hookimpl
+    def on_postprocess_fragment(self, worker, policy_id, fragment, window, rows, slots):
+        table = window[policy_id]
+        num_envs = table["num_envs"]
+        obs, valid = table["rows"][SampleBatch.OBS], table["valid"]
+        other = np.zeros_like(fragment[SampleBatch.OBS])
+        for c, slot in enumerate(slots):
+            env, agent = slot % num_envs, slot // num_envs
+            other_slot = (1 - agent) * num_envs + env
+            for r, t in enumerate(rows[:, c]):
+                if t >= 1 and valid[t, other_slot]:  # row 0 is a carried row, not this env step
+                    other[r, c] = obs[t, other_slot]
+        fragment["other_obs"] = other
+
+
+def test_the_centralised_critic_hook_sees_the_other_agents_rows_of_the_same_env_step():
+    raw = ma_config("make_late_join", workers={"num_envs_per_worker": 2, "rollout_fragment_length": 6})
+    config = config_mod.resolve(raw)
+    algo = ppo()
+    from rlgear.discovery.hooks import make_plugin_manager
+
+    evaluator = Evaluator(
+        config,
+        algo.policy_class("torch"),
+        registry.load_env_adapter("vector"),
+        algo.postprocess,
+        hooks=make_plugin_manager([OtherAgentObservation()]),
+    )
+    try:
+        rows = evaluator.sample()["default"]
+    finally:
+        evaluator.stop()
+    obs, other = rows[SampleBatch.OBS], rows["other_obs"]
+    agent = rows[SampleBatch.EPS_ID] % 2
+    k = np.round(obs[:, 0] * 5).astype(int)  # the env step (first episode: no offset)
+    both = (k >= 2) & (k <= 3)  # a is active at steps 0..3, b at 2..5
+    assert both.any() and (~both).any()
+    np.testing.assert_array_equal(other[both, 0], obs[both, 0])  # the same env step
+    np.testing.assert_array_equal(other[both, 1], 1 - agent[both])  # the other agent's index
+    np.testing.assert_array_equal(other[~both], 0.0)  # no other agent at that step
+
+
+def test_the_documented_self_play_hook_copies_one_policys_weights_into_the_other():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_self_play.py"
+    spec = importlib.util.spec_from_file_location("my_self_play", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    hook = module.SelfPlaySnapshots(every=2)
+    raw = ma_config(
+        multiagent={
+            "policies": {"main": {}, "snapshot": {}},
+            "policy_mapping": {"a": "main", "b": "snapshot"},
+            "policies_to_train": ["main"],
+        }
+    )
+    trainer = ppo()(raw, hooks=[hook])
+    try:
+        main, snapshot = trainer.policy_map["main"], trainer.policy_map["snapshot"]
+        first = trainer.train()
+        assert any(not np.array_equal(v, snapshot.get_weights()[k]) for k, v in main.get_weights().items())
+        assert "custom_metrics/snapshots" not in first
+        second = trainer.train()
+        for key, value in main.get_weights().items():
+            np.testing.assert_array_equal(snapshot.get_weights()[key], value)
+        assert second["custom_metrics/snapshots"] == 1
+    finally:
+        trainer.stop()

@@ -589,7 +589,7 @@ def resolve(
     config = RunConfig(source=source, origins=dict(origins), **sections)
     check_ranges(config, fail)
     if config.multiagent is not None:
-        from rlgear.multiagent import check_multiagent_config
+        from rlgear.config.multiagent import check_multiagent_config
 
         check_multiagent_config(config, training_class, fail)
     check_env_adapter(config)

@@ -22,6 +22,7 @@ from rlgear.config import (
     EnvConfig,
     LoggingConfig,
     ModelConfig,
+    MultiAgentConfig,
     TrainingConfig,
     WorkersConfig,
 )
@@ -45,6 +46,9 @@ TOP_LEVEL = (
     ("logging", "a mapping", "{}", "Where run folders go and what is shown while training."),
     ("seed", "an integer or null", "null",
      "Seed of envs, policies and the framework; null picks one and records it in the run's config.yaml."),
+    ("multiagent", "a mapping", "(none)",
+     "Policies of a multi-agent env and which agent acts with which (the multiagent section below); "
+     "without it every agent shares one policy, 'default'."),
     ("tune", "a mapping", "(none)", "Only for rlgear tune: how the trials of an experiment run (below)."),
 )  # fmt: skip
 
@@ -56,6 +60,11 @@ SECTIONS: tuple[tuple[str, type, str], ...] = (
     ("training", TrainingConfig, "Hyperparameters every algorithm has; each algorithm adds its own."),
     ("checkpoint", CheckpointConfig, "When checkpoints are written and how many are kept."),
     ("logging", LoggingConfig, "Run folders, TensorBoard and the progress display."),
+    (
+        "multiagent",
+        MultiAgentConfig,
+        "Multi-agent envs: the policies, the agent -> policy mapping, which learn.",
+    ),
 )
 
 

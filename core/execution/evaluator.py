@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear import multiagent
+from rlgear.config import multiagent
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentVectorEnv, VideoRequest
 from rlgear.errors import UnsupportedError

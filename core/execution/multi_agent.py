@@ -254,15 +254,17 @@ class MultiAgentSampler:
         env_steps_before, agent_steps_before = ev._env_steps, self.agent_steps
         for _ in range(fragment_length):
             self.step()
-        batches = {pid: self._cut(stream) for pid, stream in self.streams.items()}
+        window = {pid: self._window(stream) for pid, stream in self.streams.items()}
+        batches = {pid: self._cut(stream, window) for pid, stream in self.streams.items()}
         return MultiAgentBatch(
             batches,
             env_steps=ev._env_steps - env_steps_before,
             agent_steps=self.agent_steps - agent_steps_before,
         )
 
-    def _cut(self, stream: _PolicyStream) -> SampleBatch:
-        """The policy's training rows of this fragment (see the module docstring)."""
+    def _window(self, stream: _PolicyStream) -> dict[str, Any]:
+        """The policy's ``[T+1, S]`` table of this fragment: row 0 the row carried per slot, then
+        the recorded steps; ``valid`` says where a slot has a row (its agent was active)."""
         active = np.stack(stream.active)  # [T, S]
         keys = list(dict.fromkeys(k for row in stream.rows for k in row))
         data = {k: _stack_column(k, stream.rows, stream.carry, stream.slots.num_slots) for k in keys}
@@ -270,14 +272,23 @@ class MultiAgentSampler:
             if key not in data:
                 data[key] = np.zeros((len(stream.rows), *stream.carry[key].shape), stream.carry[key].dtype)
         stream.rows, stream.active = [], []
-        # the carried row goes first: a [T+1, S] table whose row 0 is valid where a row was carried
         table = {}
         for key, values in data.items():
             carry = stream.carry.get(key)
             if carry is None:
                 carry = np.zeros(values.shape[1:], values.dtype)
             table[key] = np.concatenate([carry[None].astype(values.dtype), values])
-        valid = np.concatenate([stream.has_carry[None], active])
+        return {
+            "rows": table,
+            "valid": np.concatenate([stream.has_carry[None], active]),
+            "agents": list(stream.slots.agents),
+            "num_envs": self.num_envs,
+        }
+
+    def _cut(self, stream: _PolicyStream, window: dict[str, dict[str, Any]]) -> SampleBatch:
+        """The policy's training rows of this fragment (see the module docstring)."""
+        pid = stream.collector.policy_id
+        table, valid = window[pid]["rows"], window[pid]["valid"]
         counts = valid.sum(axis=0)
         order = np.argsort(~valid, axis=0, kind="stable")  # each slot's valid rows first, in time order
         has_rows = counts > 0
@@ -292,12 +303,24 @@ class MultiAgentSampler:
         stream.has_carry |= has_rows
         pieces = []
         collector = stream.collector
+        ev = self.evaluator
         for n in np.unique(counts):
             if n < 2:  # one row: the bootstrap of nothing; it is carried on
                 continue
             columns = np.flatnonzero(counts == n)
             rows = order[:n, columns]  # [n, k]
             fragment = SampleBatch({key: values[rows, columns[None, :]] for key, values in table.items()})
+            if ev._hooked("on_postprocess_fragment"):
+                hooks_mod.call(
+                    ev.hooks,
+                    "on_postprocess_fragment",
+                    worker=ev,
+                    policy_id=pid,
+                    fragment=fragment,
+                    window=window,
+                    rows=rows,
+                    slots=columns,
+                )
             pieces.append(self.postprocess_fn(fragment, collector.policy, collector.config))
         if not pieces:
             return _empty_like(table)

@@ -308,7 +308,7 @@ def load(
     folder, config = checkpoint_config(path, overrides)
     arrays, state, _, metadata = ckpt.read(folder)
     policy_id = _policy_id(folder, arrays, state, policy_id)
-    from rlgear import multiagent
+    from rlgear.config import multiagent
 
     config = multiagent.policy_config(config, policy_id)
     spaces = (metadata.get("policy_spaces") or {}).get(policy_id)
