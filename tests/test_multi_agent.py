@@ -592,3 +592,72 @@ def test_dqn_with_independent_policies_reaches_95_percent_of_the_optimum():
     finally:
         trainer.stop()
     assert best >= 0.95 * MATCH_OPTIMUM, result
+
+
+# --- kill and --resume ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_killed_multi_agent_run_resumes_with_every_policy_and_its_counters(tmp_path):
+    """About 30 s: ``rlgear train`` killed (SIGKILL) after its second checkpoint, then ``--resume``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import yaml
+
+    raw = ma_config(multiagent=independent())
+    raw["stop"] = {"training_iteration": 10_000}
+    raw["checkpoint"] = {"every": 1, "keep": 3}
+    raw["logging"] = {"dir": str(tmp_path / "runs")}
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "RLGEAR_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    root = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "rlgear", "train", str(config), "--progress", "plain"]
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            runs = list((tmp_path / "runs").glob("*"))
+            if runs and len(ckpt.list_checkpoints(runs[0])) >= 2:
+                break
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.2)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    latest = ckpt.latest(run_dir)
+    arrays, state, _, _ = ckpt.read(latest)
+    saved = state["counters"]
+    resumed = subprocess.run(
+        [
+            *command[:-2],
+            "--resume",
+            str(run_dir),
+            "--set",
+            f"stop={{training_iteration: {saved['training_iteration'] + 2}}}",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    results = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
+    after = [r for r in results if r["training_iteration"] > saved["training_iteration"]]
+    first = after[-2]  # the resumed run's first iteration (a killed run may have logged past its checkpoint)
+    assert first["training_iteration"] == saved["training_iteration"] + 1
+    assert first["timesteps_total"] == saved["timesteps_total"] + first["timesteps_this_iter"]
+    assert first["agent_timesteps_total"] == saved["agent_timesteps_total"] + 2 * first["timesteps_this_iter"]
+    final, final_state, _, _ = ckpt.read(ckpt.latest(run_dir))
+    assert sorted(final_state["policy_metas"]) == ["pa", "pb"]
+    for pid in ("pa", "pb"):  # each policy went on from its own optimizer state
+        before = state["policy_metas"][pid]["num_grad_updates"]
+        assert final_state["policy_metas"][pid]["num_grad_updates"] > before > 0
+        assert any(k.startswith(f"policy/{pid}/optimizer/") for k in final)
