@@ -632,7 +632,7 @@ def test_a_killed_multi_agent_run_resumes_with_every_policy_and_its_counters(tmp
         process.wait(timeout=30)
     (run_dir,) = (tmp_path / "runs").iterdir()
     latest = ckpt.latest(run_dir)
-    arrays, state, _, _ = ckpt.read(latest)
+    _, state, _, _ = ckpt.read(latest)
     saved = state["counters"]
     resumed = subprocess.run(
         [
