@@ -661,3 +661,31 @@ def test_a_killed_multi_agent_run_resumes_with_every_policy_and_its_counters(tmp
         before = state["policy_metas"][pid]["num_grad_updates"]
         assert final_state["policy_metas"][pid]["num_grad_updates"] > before > 0
         assert any(k.startswith(f"policy/{pid}/optimizer/") for k in final)
+
+
+def test_an_lstm_policy_keeps_its_state_per_env_slot_and_agent():
+    raw = ma_config(
+        "make_late_join",
+        model={"lstm": True, "lstm_cell_size": 8, "max_seq_len": 4},
+        workers={"num_envs_per_worker": 2, "rollout_fragment_length": 6},
+    )
+    trainer = ppo()(raw)
+    try:
+        collector = trainer.workers.local_worker.collectors["default"]
+        assert [s.shape for s in collector.state] == [(4, 8), (4, 8)]  # 2 agents x 2 env slots
+        batch, _ = trainer.workers.local_worker.sample_with_count()
+        rows = batch["default"]
+        assert SampleBatch.SEQ_MASK in rows and SampleBatch.state_in(0) in rows
+        real = rows[SampleBatch.SEQ_MASK] > 0
+        # sequences never join two agents: each sequence holds one eps_id (one agent's episode)
+        eps = rows[SampleBatch.EPS_ID].reshape(-1, 4)
+        mask = real.reshape(-1, 4)
+        for seq, seq_mask in zip(eps, mask, strict=True):
+            assert len(set(seq[seq_mask].tolist())) == 1
+        # a's state went back to zeros at its FIRST; b's (inactive at the reset) was never advanced there
+        first_rows = (rows[SampleBatch.STEP_TYPES] == 0) & real
+        np.testing.assert_array_equal(rows[SampleBatch.state_in(0)][first_rows], 0.0)
+        result = trainer.train()
+        assert np.isfinite(result["learner/total_loss"])
+    finally:
+        trainer.stop()
