@@ -689,3 +689,32 @@ def test_an_lstm_policy_keeps_its_state_per_env_slot_and_agent():
         assert np.isfinite(result["learner/total_loss"])
     finally:
         trainer.stop()
+
+
+# --- ray workers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_remote_workers_sample_per_policy_with_the_learners_weights_of_each(ray_session):
+    """About 30 s (a local Ray of 2 CPUs, two remote workers)."""
+    raw = ma_config(
+        multiagent=independent(policies_to_train=["pa"]),
+        workers={"num_workers": 2, "num_envs_per_worker": 2},
+    )
+    trainer = ppo()(raw)
+    try:
+        result = trainer.train()
+        assert (
+            result["timesteps_total"] >= 48
+            and result["agent_timesteps_total"] == 2 * result["timesteps_total"]
+        )
+        assert "learner/pa/policy_loss" in result and not any(k.startswith("learner/pb/") for k in result)
+        local = trainer.workers.local_worker.get_weights()
+        remote = trainer.workers.foreach_worker(lambda w: w.get_weights())[1:]
+        assert len(remote) == 2
+        for weights in remote:  # every remote worker holds every policy's current weights
+            for pid in ("pa", "pb"):
+                for key, value in local[pid].items():
+                    np.testing.assert_array_equal(weights[pid][key], value)
+    finally:
+        trainer.stop()

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.execution.remote_worker import writable
-from rlgear.sample_batch import SampleBatch
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
 
 
 class RequestPool:
@@ -130,7 +130,13 @@ class RequestPool:
                 )
 
 
-def _postprocessed(batch: SampleBatch) -> SampleBatch:
+def _postprocessed(batch: SampleBatch | MultiAgentBatch) -> SampleBatch | MultiAgentBatch:
+    if isinstance(batch, MultiAgentBatch):
+        return MultiAgentBatch(
+            {pid: SampleBatch(writable(dict(rows))) for pid, rows in batch.items()},
+            batch.env_steps,
+            batch.agent_steps,
+        )
     return SampleBatch(writable(dict(batch)))
 
 
@@ -170,7 +176,7 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     # actor runs its requests in the order they were issued, and a stable
     # sort keeps that order within a worker.)
     arrived.sort(key=lambda item: item[0])
-    return SampleBatch.concat([batch for _, batch in arrived]), steps
+    return concat_any([batch for _, batch in arrived]), steps
 
 
 def _reissue_owed(workers: Any, pool: RequestPool, owed: dict[int, int]) -> None:

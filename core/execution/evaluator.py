@@ -243,6 +243,13 @@ class Evaluator:
                 len(agents_of_policy[pid]) * self.num_envs,
                 env_name,
             )
+        filtered = [pid for pid, c in self.collectors.items() if c.obs_filter is not None]
+        if filtered and len(self.collectors) > 1:
+            raise config.fail(
+                "model.observation_filter",
+                f"the observation filter is not supported with several policies yet ({', '.join(self.collectors)}); "
+                "set it to none (or normalise observations in the env)",
+            )
         first = next(iter(self.collectors.values()))
         self._collector = first
         self.observation_space, self.action_space = first.observation_space, first.action_space
@@ -605,13 +612,6 @@ class WorkerSet:
         self._delivered_steps: dict[int, int] = {}
         self._pending_metrics: dict[int, tuple[Any, Any]] = {}
         self.last_weights_ref: Any = None
-        if config.workers.num_workers > 0 and self.local_worker.multi_agent:
-            self.local_worker.stop()
-            raise config.fail(
-                "workers.num_workers",
-                "multi-agent envs sample on the local worker only for now (remote workers do not "
-                "carry per-policy weights yet); set workers.num_workers: 0",
-            )
         if config.workers.num_workers > 0:
             try:
                 from rlgear.execution import remote_worker

@@ -26,9 +26,13 @@ from rlgear.execution.evaluator import Evaluator, PostprocessFn, env_seed, worke
 from rlgear.sample_batch import SampleBatch
 
 
-def writable(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Copies of read-only arrays (``ray.get`` results live in shared memory)."""
-    return {k: v if v.flags.writeable else np.array(v) for k, v in arrays.items()}
+def writable(arrays: dict[str, Any]) -> dict[str, Any]:
+    """Copies of read-only arrays (``ray.get`` results live in shared memory); nested dicts
+    (several policies' weights, ``{policy id: {name: array}}``) are copied the same way."""
+    return {
+        k: writable(v) if isinstance(v, dict) else v if v.flags.writeable else np.array(v)
+        for k, v in arrays.items()
+    }
 
 
 class RemoteEvaluator:
