@@ -718,3 +718,58 @@ def test_remote_workers_sample_per_policy_with_the_learners_weights_of_each(ray_
                     np.testing.assert_array_equal(weights[pid][key], value)
     finally:
         trainer.stop()
+
+
+# --- other algorithms and the TF backend ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["pg", "a2c"])
+def test_pg_and_a2c_train_each_policy_on_its_own_agents(algorithm):
+    raw = ma_config(multiagent=independent(policies_to_train=["pb"]))
+    raw["algorithm"] = algorithm
+    raw["training"] = {"train_batch_size": 64}
+    trainer = registry.load_algorithm(algorithm)(raw)
+    try:
+        before = trainer.policy_map["pa"].get_weights()
+        result = trainer.train()
+        assert any(k.startswith("learner/pb/") for k in result)
+        assert not any(k.startswith("learner/pa/") for k in result)
+        for key, value in before.items():
+            np.testing.assert_array_equal(trainer.policy_map["pa"].get_weights()[key], value)
+    finally:
+        trainer.stop()
+
+
+def test_a_torch_multi_agent_checkpoint_acts_identically_on_tf(tmp_path):
+    pytest.importorskip("tensorflow")
+    raw = ma_config(multiagent=independent())
+    trainer = ppo()(raw)
+    try:
+        trainer.train()
+        path = trainer.save(tmp_path / "ckpt")
+    finally:
+        trainer.stop()
+    observations = np.eye(4, dtype=np.float32)
+    for pid in ("pa", "pb"):
+        on_torch = rlgear.load(path, policy_id=pid)
+        on_tf = rlgear.load(path, ["backend=tf"], policy_id=pid)
+        for key, value in on_torch.policy.get_weights().items():
+            np.testing.assert_array_equal(on_tf.policy.get_weights()[key], value)
+        greedy_torch = [int(on_torch.compute_single_action(o, explore=False)) for o in observations]
+        greedy_tf = [int(on_tf.compute_single_action(o, explore=False)) for o in observations]
+        assert greedy_torch == greedy_tf
+
+
+def test_ppo_trains_independent_policies_on_the_tf_backend():
+    pytest.importorskip("tensorflow")
+    raw = ma_config(multiagent=independent(), backend="tf")
+    trainer = ppo()(raw)
+    try:
+        before = {pid: p.get_weights() for pid, p in trainer.policy_map.items()}
+        result = trainer.train()
+        for pid in ("pa", "pb"):
+            assert f"learner/{pid}/policy_loss" in result
+            after = trainer.policy_map[pid].get_weights()
+            assert any(not np.array_equal(after[k], v) for k, v in before[pid].items())
+    finally:
+        trainer.stop()
