@@ -242,3 +242,11 @@ class LoggedLateJoinEnv(LateJoinEnv):
 
 def make_logged_late_join(num_envs: int) -> LoggedLateJoinEnv:
     return LoggedLateJoinEnv(num_envs)
+
+
+def make_not_an_env(num_envs: int) -> list:
+    return [None] * num_envs
+
+
+def make_wrong_count(num_envs: int) -> MatchEnv:
+    return MatchEnv(num_envs + 1)

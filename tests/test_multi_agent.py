@@ -773,3 +773,38 @@ def test_ppo_trains_independent_policies_on_the_tf_backend():
             assert any(not np.array_equal(after[k], v) for k, v in before[pid].items())
     finally:
         trainer.stop()
+
+
+# --- the vector adapter --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "message"),
+    [
+        ("make_not_an_env", {}, r"returned list, expected an rlgear\.env\.VectorEnv or MultiAgentVectorEnv"),
+        ("make_wrong_count", {}, r"built 5 envs, 4 were asked"),
+        (
+            "make_match",
+            {"kwargs": {"lenght": 3}},
+            r"env\.kwargs: the factory .* does not take these arguments",
+        ),
+        ("make_late_join", {"horizon": 3}, r"workers\.horizon: the factory .* takes no 'horizon' argument"),
+        ("no_such_factory", {}, r"has no attribute 'no_such_factory'"),
+    ],
+)
+def test_the_vector_adapter_says_what_is_wrong_with_a_factory(name, extra, message):
+    adapter = registry.load_env_adapter("vector")()
+    with pytest.raises(ConfigError, match=message):
+        adapter.make(f"{ENVS}:{name}", 4, kwargs=extra.get("kwargs", {}), horizon=extra.get("horizon"))
+
+
+def test_complete_episodes_is_refused_on_a_multi_agent_env():
+    raw = ma_config(workers={"batch_mode": "complete_episodes"})
+    with pytest.raises(ConfigError, match=r"workers\.batch_mode: env .* is multi-agent; complete_episodes"):
+        ppo()(raw)
+
+
+def test_the_vector_adapter_passes_env_kwargs_to_the_factory():
+    adapter = registry.load_env_adapter("vector")()
+    env = adapter.make(f"{ENVS}:make_match", 2, kwargs={"length": 3})
+    assert env.length == 3 and env.num_envs == 2
