@@ -11,6 +11,12 @@ and it becomes row 0 of the next fragment, where it is trained on. So no
 transition is lost or duplicated between consecutive batches. With
 ``complete_episodes`` each batch holds only whole episodes (FIRST..LAST);
 an episode still running keeps its rows for the next call.
+
+The per-policy work (preprocessing, the observation filter, recurrent state, actions) is a
+:class:`~rlgear.execution.collector.PolicyCollector`: one for a single-agent env (the policy
+``default``, its slots the env slots), one per policy for a
+:class:`~rlgear.env.MultiAgentVectorEnv`, whose sampling (per-agent streams compacted at each
+fragment cut) is :class:`~rlgear.execution.multi_agent.MultiAgentSampler`.
 """
 
 from __future__ import annotations
@@ -260,7 +266,7 @@ class Evaluator:
 
     @property
     def policy(self) -> Any:
-        """The policy, when the run has one (else use :attr:`policies`)."""
+        """The policy, when the run has one (else use :attr:`policy_map`)."""
         if len(self.collectors) > 1:
             raise AttributeError(
                 f"this run has {len(self.collectors)} policies ({', '.join(self.collectors)}); "
@@ -526,6 +532,8 @@ class Evaluator:
             if max_seconds is not None and time.monotonic() - start > max_seconds:
                 break
         self._env_steps = 0
+        if self._multi is not None:
+            self._multi.agent_steps = 0
         self.reset(env_seed(self.config.seed, self.worker_index, epoch=10_001))
         return finished[:num_episodes]
 
