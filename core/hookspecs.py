@@ -51,7 +51,8 @@ def on_episode_end(worker: Evaluator, episode: Episode) -> None:
 
 @hookspec
 def on_sample_end(worker: Evaluator, batch: SampleBatch) -> None:
-    """``worker`` finished a postprocessed SampleBatch (may be modified in place)."""
+    """``worker`` finished a postprocessed SampleBatch (may be modified in place); for a multi-agent
+    env a :class:`~rlgear.sample_batch.MultiAgentBatch` (``{policy id: SampleBatch}``)."""
 
 
 @hookspec
