@@ -111,7 +111,6 @@ class MultiAgentSampler:
             pid: _PolicyStream(collectors[pid], AgentSlots(agents, self.num_envs, agent_index))
             for pid, agents in agents_of_policy.items()
         }
-        self.policy_of_agent = {a: pid for pid, agents in agents_of_policy.items() for a in agents}
         self.postprocess_fn = postprocess_fn
         n = self.num_envs
         self._starting = np.ones(n, dtype=bool)  # slots whose current step is an episode's reset
@@ -267,7 +266,7 @@ class MultiAgentSampler:
         the recorded steps; ``valid`` says where a slot has a row (its agent was active)."""
         active = np.stack(stream.active)  # [T, S]
         keys = list(dict.fromkeys(k for row in stream.rows for k in row))
-        data = {k: _stack_column(k, stream.rows, stream.carry, stream.slots.num_slots) for k in keys}
+        data = {k: _stack_column(k, stream.rows, stream.carry) for k in keys}
         for key in stream.carry:
             if key not in data:
                 data[key] = np.zeros((len(stream.rows), *stream.carry[key].shape), stream.carry[key].dtype)
@@ -334,9 +333,7 @@ def _expand(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
     return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
 
 
-def _stack_column(
-    key: str, rows: list[dict[str, np.ndarray]], carry: dict[str, np.ndarray], num_slots: int
-) -> np.ndarray:
+def _stack_column(key: str, rows: list[dict[str, np.ndarray]], carry: dict[str, np.ndarray]) -> np.ndarray:
     """``[T, S, ...]`` of one column; rows where the column is missing (no active slot yet) are zeros."""
     template = next((np.asarray(r[key]) for r in rows if key in r), None)
     if template is None:
