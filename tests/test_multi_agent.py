@@ -723,8 +723,8 @@ def test_remote_workers_sample_per_policy_with_the_learners_weights_of_each(ray_
 # --- other algorithms and the TF backend ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("algorithm", ["pg", "a2c"])
-def test_pg_and_a2c_train_each_policy_on_its_own_agents(algorithm):
+@pytest.mark.parametrize("algorithm", ["pg", "a2c", "a3c"])
+def test_pg_a2c_and_a3c_train_each_policy_on_its_own_agents(algorithm):
     raw = ma_config(multiagent=independent(policies_to_train=["pb"]))
     raw["algorithm"] = algorithm
     raw["training"] = {"train_batch_size": 64}
@@ -808,3 +808,27 @@ def test_the_vector_adapter_passes_env_kwargs_to_the_factory():
     adapter = registry.load_env_adapter("vector")()
     env = adapter.make(f"{ENVS}:make_match", 2, kwargs={"length": 3})
     assert env.length == 3 and env.num_envs == 2
+
+
+@pytest.mark.slow
+def test_a3c_remote_workers_send_gradients_per_policy(ray_session):
+    """About 20 s (a local Ray of 2 CPUs, two remote workers)."""
+    raw = ma_config(
+        multiagent=independent(policies_to_train=["pa"]),
+        workers={"num_workers": 2, "num_envs_per_worker": 2},
+    )
+    raw["algorithm"] = "a3c"
+    raw["training"] = {"train_batch_size": 32}
+    trainer = registry.load_algorithm("a3c")(raw)
+    try:
+        before = {pid: p.get_weights() for pid, p in trainer.policy_map.items()}
+        result = trainer.train()
+        assert (
+            result["learner/gradients_applied_this_step"] >= 1 and result["learner/pa/num_grad_updates"] >= 1
+        )
+        after = {pid: p.get_weights() for pid, p in trainer.policy_map.items()}
+        assert any(not np.array_equal(after["pa"][k], v) for k, v in before["pa"].items())
+        for key, value in before["pb"].items():
+            np.testing.assert_array_equal(after["pb"][key], value)
+    finally:
+        trainer.stop()

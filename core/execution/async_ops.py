@@ -282,7 +282,7 @@ class AsyncGradients:
         if self._pool is None:
             local = self.workers.local_worker
             batch, steps = local.sample_with_count()
-            grads, stats = local.policy.compute_gradients(batch)
+            grads, stats = local.compute_gradients(batch)
             return [(grads, stats, steps, 0)]
         out = []
         while not out:

@@ -537,6 +537,26 @@ class Evaluator:
         self.reset(env_seed(self.config.seed, self.worker_index, epoch=10_001))
         return finished[:num_episodes]
 
+    def compute_gradients(
+        self, batch: SampleBatch | MultiAgentBatch
+    ) -> tuple[dict[str, Any], dict[str, float]]:
+        """The policy's gradients on ``batch`` (A3C's worker step) and its learner stats.
+
+        With a :class:`MultiAgentBatch`: ``({policy id: gradients}, {"<id>/<key>": stat})`` for the
+        policies of ``multiagent.policies_to_train`` that have rows in it.
+        """
+        if not isinstance(batch, MultiAgentBatch):
+            return self.policy.compute_gradients(batch)
+        grads: dict[str, Any] = {}
+        stats: dict[str, float] = {}
+        for pid in multiagent.policies_to_train(self.config):
+            rows = batch.get(pid)
+            if rows is None or len(rows) == 0:
+                continue
+            grads[pid], policy_stats = self.collectors[pid].policy.compute_gradients(rows)
+            stats.update({f"{pid}/{key}": value for key, value in policy_stats.items()})
+        return grads, stats
+
     # --- weights and control --------------------------------------------------
     def get_weights(self) -> dict[str, Any]:
         """The policy's weights; with several policies ``{policy id: weights}``."""

@@ -104,7 +104,7 @@ class RemoteEvaluator:
     def compute_gradients_with_count(self) -> tuple[dict[str, np.ndarray], dict[str, float], int]:
         """Sample one batch and return the policy's gradients on it (A3C's worker step)."""
         batch, steps = self.evaluator.sample_with_count()
-        grads, stats = self.evaluator.policy.compute_gradients(batch)
+        grads, stats = self.evaluator.compute_gradients(batch)
         return grads, stats, steps
 
     def pop_metrics(self) -> dict[str, Any]:

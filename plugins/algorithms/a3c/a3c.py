@@ -35,6 +35,7 @@ class A3C(Trainer):
         "tf": "rlgear.plugins.algorithms.a3c.tf_policy:A3CTFPolicy",
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
+    multi_agent = True  # each worker's gradients per policy: {policy id: gradients}
     recurrent = True
 
     @staticmethod
@@ -49,15 +50,26 @@ class A3C(Trainer):
 
     def training_step(self) -> dict[str, float]:
         applied = 0
+        several = self.workers.local_worker.multi_agent  # gradients arrive as {policy id: gradients}
         for grads, stats, _steps, worker_id in self.gradients.get_ready():
-            self.policy.set_global_timestep(self.timesteps_total)  # for lr schedules
-            self.policy.apply_gradients(grads)
+            per_policy = grads.items() if several else [(None, grads)]
+            for pid, policy_grads in per_policy:
+                policy = self.policy if pid is None else self.policy_map[pid]
+                policy.set_global_timestep(self.timesteps_total)  # for lr schedules
+                policy.apply_gradients(policy_grads)
             applied += 1
             if worker_id != 0:  # the local evaluator already holds the learner's weights
                 self.workers.sync_weights([worker_id])
-            self._last_stats = stats
+            self._last_stats = self.learner_stats(stats) if several else stats
         out = dict(self._last_stats)
-        out["num_grad_updates"] = float(self.policy.num_grad_updates)
+        if several and len(self.policy_map) > 1:
+            for pid in self.policies_to_train:
+                policy = self.policy_map[pid]
+                out[f"{pid}/num_grad_updates"] = float(policy.num_grad_updates)
+                out[f"{pid}/cur_lr"] = float(policy.optimizer.lr)
+        else:
+            policy = next(iter(self.policy_map.values()))
+            out["num_grad_updates"] = float(policy.num_grad_updates)
+            out["cur_lr"] = float(policy.optimizer.lr)
         out["gradients_applied_this_step"] = float(applied)
-        out["cur_lr"] = float(self.policy.optimizer.lr)
         return out
