@@ -832,3 +832,21 @@ def test_a3c_remote_workers_send_gradients_per_policy(ray_session):
             np.testing.assert_array_equal(after["pb"][key], value)
     finally:
         trainer.stop()
+
+
+def test_evaluation_episodes_on_a_multi_agent_env_use_every_policys_weights():
+    raw = ma_config(multiagent=independent())
+    trainer = ppo()(raw)
+    try:
+        trainer.train()
+        out = trainer.evaluate(num_episodes=3)
+        worker = trainer._evaluation_worker
+        for pid, policy in trainer.policy_map.items():
+            for key, value in policy.get_weights().items():
+                np.testing.assert_array_equal(worker.policy_map[pid].get_weights()[key], value)
+    finally:
+        trainer.stop()
+    assert out["evaluation/episodes"] == 3
+    assert out["evaluation/episode_len_mean"] == 8
+    assert out["evaluation/policy_reward_mean/pa"] == pytest.approx(out["evaluation/policy_reward_mean/pb"])
+    assert out["evaluation/episode_return_mean"] == pytest.approx(2 * out["evaluation/policy_reward_mean/pa"])
