@@ -35,7 +35,9 @@ _FORMS = "a PettingZoo env module such as pettingzoo.classic.connect_four_v3 or 
 
 def _import(module_name: str, name: str) -> types.ModuleType:
     try:
-        with warnings.catch_warnings():  # pettingzoo >= 1.27 prefers its registry; the module form still works
+        with (
+            warnings.catch_warnings()
+        ):  # pettingzoo >= 1.27 prefers its registry; the module form still works
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*environment creation")
             return importlib.import_module(module_name)
     except ImportError as err:
@@ -72,7 +74,9 @@ def resolve_factory(name: str) -> Callable[..., Any]:
             f"env.name: {name}: module '{target.__name__}' has neither parallel_env() nor env(); expected {_FORMS}"
         )
     if not callable(target):
-        raise ConfigError(f"env.name: {name} is a {type(target).__name__}, not a PettingZoo env or its factory")
+        raise ConfigError(
+            f"env.name: {name} is a {type(target).__name__}, not a PettingZoo env or its factory"
+        )
     return target
 
 
@@ -100,7 +104,9 @@ def _mask_in_info(env: Any) -> bool:
     for agent, info in infos.items():
         if isinstance(info, dict) and ACTION_MASK in info:
             space = env.observation_space(agent)
-            return not (hasattr(space, "spaces") and isinstance(space.spaces, dict) and ACTION_MASK in space.spaces)
+            return not (
+                hasattr(space, "spaces") and isinstance(space.spaces, dict) and ACTION_MASK in space.spaces
+            )
     return False
 
 
@@ -127,7 +133,9 @@ class PettingZooAdapter(EnvAdapter):
             )
         factory = resolve_factory(name)
         envs = [build_env(factory, dict(kwargs), name) for _ in range(num_envs)]
-        kind: type[PettingZooVectorEnv] = ParallelVectorEnv if isinstance(envs[0], ParallelEnv) else AECVectorEnv
+        kind: type[PettingZooVectorEnv] = (
+            ParallelVectorEnv if isinstance(envs[0], ParallelEnv) else AECVectorEnv
+        )
         try:
             return kind(envs, name, horizon, _mask_in_info(envs[0]))
         except BaseException:
