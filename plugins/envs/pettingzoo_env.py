@@ -16,6 +16,7 @@ which rlgear's preprocessing turns into the action mask as they are. An env that
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import types
 import warnings
 from collections.abc import Callable
@@ -61,6 +62,10 @@ def resolve_factory(name: str) -> Callable[..., Any]:
                 except ConfigError:
                     pass
             public = [key for key in dir(target) if not key.startswith("_")]
+            if isinstance(target, types.ModuleType) and hasattr(
+                target, "__path__"
+            ):  # a package: its modules too
+                public += [module.name for module in pkgutil.iter_modules(target.__path__)]
             raise ConfigError(
                 f"env.name: {name}: '{getattr(target, '__name__', module_name)}' has no attribute "
                 f"'{part}'{did_you_mean(part, public)}"
