@@ -28,11 +28,11 @@ SCRIPT = [
 
 
 class ScriptedEnv(MultiAgentVectorEnv):
-    """Two slots playing SCRIPT, with one planted ``fault`` (None: none)."""
+    """``num_envs`` slots playing SCRIPT in step, with one planted ``fault`` (None: none)."""
 
-    def __init__(self, fault: str | None = None) -> None:
+    def __init__(self, fault: str | None = None, num_envs: int = 2) -> None:
         self.fault = fault
-        self.num_envs = 2
+        self.num_envs = num_envs
         self.possible_agents = ("x", "y")
         self.observation_spaces = {
             agent: Box(np.zeros(2), np.full(2, 100.0)) for agent in self.possible_agents
@@ -40,14 +40,14 @@ class ScriptedEnv(MultiAgentVectorEnv):
         self.action_spaces = {agent: Discrete(3) for agent in self.possible_agents}
         self.t = 0
         self.offset = 0.0
-        self.last_sent = {agent: np.zeros(2, dtype=np.int64) for agent in self.possible_agents}
+        self.last_sent = {agent: np.zeros(num_envs, dtype=np.int64) for agent in self.possible_agents}
         self.shared: MultiAgentTimeStep | None = None
 
     def reset(self, seed: int | None = None) -> MultiAgentTimeStep:
         rng = np.random.default_rng(None if self.fault == "seed" else seed)
         self.offset = float(rng.uniform())
         self.t = 0
-        self.last_sent = {agent: np.zeros(2, dtype=np.int64) for agent in self.possible_agents}
+        self.last_sent = {agent: np.zeros(self.num_envs, dtype=np.int64) for agent in self.possible_agents}
         return self._timestep(reset=True)
 
     def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
@@ -97,7 +97,7 @@ class ScriptedEnv(MultiAgentVectorEnv):
     def _plant(self, ts: MultiAgentTimeStep, phase: int, reset: bool) -> None:
         x, y, fault = ts.steps["x"], ts.steps["y"], self.fault
         if fault == "reward_shape":
-            x.reward = np.zeros(3, dtype=np.float32)
+            x.reward = np.zeros(self.num_envs + 1, dtype=np.float32)
         elif fault == "missing_agent":
             del ts.steps["y"]
         elif fault == "active_dtype":
