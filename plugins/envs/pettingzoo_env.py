@@ -31,6 +31,9 @@ from .pettingzoo_aec import AECVectorEnv
 from .pettingzoo_common import ACTION_MASK, PettingZooVectorEnv
 from .pettingzoo_parallel import ParallelVectorEnv
 
+#: Packages of PettingZoo's own envs that the ``pettingzoo`` extra installs.
+_EXTRA = ("mpe2", "chess", "rlcard", "shimmy", "pyspiel", "open_spiel", "pygame")
+
 _FORMS = "a PettingZoo env module such as pettingzoo.classic.connect_four_v3 or mpe2:simple_spread_v3"
 
 
@@ -42,8 +45,14 @@ def _import(module_name: str, name: str) -> types.ModuleType:
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*environment creation")
             return importlib.import_module(module_name)
     except ImportError as err:
+        missing = (getattr(err, "name", None) or "").split(".")[0]
+        hint = (
+            " (pip install 'rlgear[pettingzoo]' installs mpe2 and the classic games)"
+            if missing in _EXTRA
+            else ""
+        )
         raise ConfigError(
-            f"env.name: {name}: cannot import module '{module_name}' ({err}); expected {_FORMS}"
+            f"env.name: {name}: cannot import module '{module_name}' ({err}){hint}; expected {_FORMS}"
         ) from err
 
 
