@@ -327,3 +327,16 @@ def test_subprocess_vectorization_is_refused():
         ConfigError, match=r"env\.vectorization: the pettingzoo adapter steps its envs in this"
     ):
         PettingZooAdapter().make(RELAY, 2, kwargs={}, vectorization="async")
+
+
+def test_the_example_of_the_env_adapters_page_runs():
+    """The python block of the PettingZoo section of docs/plugins/envs.md, as a user would paste it."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "plugins" / "envs.md").read_text()
+    section = page.split("## PettingZoo: multi-agent envs", 1)[1].split("\n## ", 1)[0]
+    blocks = section.split("```python\n")[1:]
+    assert len(blocks) == 1, "the section should hold one python example"
+    code = blocks[0].split("```", 1)[0]
+    assert "check_multi_agent_env(env" in code
+    exec(compile(code, "docs/plugins/envs.md", "exec"), {})
