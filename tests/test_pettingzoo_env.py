@@ -281,6 +281,22 @@ def test_a_non_finite_reward_is_refused_naming_the_agent_and_slot():
         env.step({agent: np.zeros(2, dtype=np.int64) for agent in env.possible_agents})
 
 
+def test_a_non_finite_observation_is_refused_naming_the_agent_and_slot():
+    env = make(RELAY, 3)
+    env.reset(seed=0)
+    relay = env.envs[2]
+    step = relay.step
+
+    def poisoned(actions):
+        observations, rewards, terminations, truncations, infos = step(actions)
+        observations["early"] = np.array([np.inf, 0.0], dtype=np.float32)
+        return observations, rewards, terminations, truncations, infos
+
+    relay.step = poisoned
+    with pytest.raises(NonFiniteError, match=r"agent early's observation holds NaN.* env slot\(s\) \[2\]"):
+        env.step({agent: np.zeros(3, dtype=np.int64) for agent in env.possible_agents})
+
+
 # --- env.name and env.kwargs -----------------------------------------------------------------------
 
 
