@@ -39,9 +39,8 @@ _FORMS = "a PettingZoo env module such as pettingzoo.classic.connect_four_v3 or 
 
 def _import(module_name: str, name: str) -> types.ModuleType:
     try:
-        with (
-            warnings.catch_warnings()
-        ):  # pettingzoo >= 1.27 prefers its registry; the module form still works
+        # pettingzoo >= 1.27 prefers its registry and warns on import; the module form still works
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*environment creation")
             return importlib.import_module(module_name)
     except ImportError as err:
@@ -56,6 +55,13 @@ def _import(module_name: str, name: str) -> types.ModuleType:
         ) from err
 
 
+def _submodules(target: Any) -> list[str]:
+    """The names of the modules in ``target`` if it is a package (found without importing them)."""
+    if not isinstance(target, types.ModuleType) or not hasattr(target, "__path__"):
+        return []
+    return [module.name for module in pkgutil.iter_modules(target.__path__)]
+
+
 def resolve_factory(name: str) -> Callable[..., Any]:
     """``env.name`` -> the callable that builds one PettingZoo env, or a ConfigError saying what to write."""
     module_name, sep, attr = name.partition(":")
@@ -64,17 +70,11 @@ def resolve_factory(name: str) -> Callable[..., Any]:
     target: Any = _import(module_name, name)
     for part in attr.split(".") if attr else ():
         if not hasattr(target, part):
-            if isinstance(target, types.ModuleType):  # a submodule not imported by its package yet
-                try:
-                    target = _import(f"{target.__name__}.{part}", name)
-                    continue
-                except ConfigError:
-                    pass
-            public = [key for key in dir(target) if not key.startswith("_")]
-            if isinstance(target, types.ModuleType) and hasattr(
-                target, "__path__"
-            ):  # a package: its modules too
-                public += [module.name for module in pkgutil.iter_modules(target.__path__)]
+            submodules = _submodules(target)
+            if part in submodules:  # a module its package does not import itself
+                target = _import(f"{target.__name__}.{part}", name)
+                continue
+            public = [key for key in dir(target) if not key.startswith("_")] + submodules
             raise ConfigError(
                 f"env.name: {name}: '{getattr(target, '__name__', module_name)}' has no attribute "
                 f"'{part}'{did_you_mean(part, public)}"
