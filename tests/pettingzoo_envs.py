@@ -1,4 +1,4 @@
-"""A small PettingZoo ParallelEnv for the adapter's tests: agents that join late and finish early.
+"""Small PettingZoo envs for the adapter's tests: agents that join late, finish early, take turns.
 
 ``RelayParallelEnv`` has three agents, each acting with ``Discrete(3)``:
 
@@ -13,6 +13,9 @@ out (``rest_at``: it is live but gets no observation, so the adapter must add th
 next step's). Observations are ``[step, offset]`` where ``offset`` is drawn from the seeded
 generator at reset (seeding is visible). With ``mask_in_info`` each agent's info holds an
 ``action_mask`` forbidding action 2 (the form the adapter moves into a Dict observation).
+
+``TurnsAECEnv`` is a turn-based (AEC) env where rewards reach an agent during the other's turn:
+see its docstring.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
 
 AGENTS = ("early", "late", "quitter")
 
@@ -86,3 +89,59 @@ class RelayParallelEnv(ParallelEnv):
         infos = {a: self._info(a) for a in observations}
         self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
         return observations, rewards, terminations, truncations, infos
+
+
+class TurnsAECEnv(AECEnv):
+    """Agents ``a`` and ``b`` take turns, ``a`` first. A move with action ``k`` gives the mover ``k``
+    and the other agent 10. ``b`` is terminated by its ``b_moves``-th move, and ``a`` plays on alone;
+    after ``length`` moves in all, every agent left is truncated. Observations: ``[moves so far]``.
+    """
+
+    metadata = {"name": "turns_v0", "render_modes": [], "is_parallelizable": False}
+
+    def __init__(self, b_moves: int = 2, length: int = 7) -> None:
+        super().__init__()
+        self.possible_agents = ["a", "b"]
+        self.b_moves = b_moves
+        self.length = length
+        self._observation_space = spaces.Box(0.0, 100.0, (1,), np.float32)
+        self._action_space = spaces.Discrete(3)
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self._observation_space
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self._action_space
+
+    def observe(self, agent: str) -> np.ndarray:
+        return np.array([self.t], dtype=np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self.agents = list(self.possible_agents)
+        self.t = 0
+        self.moves = dict.fromkeys(self.agents, 0)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {agent: {} for agent in self.agents}
+        self.agent_selection = "a"
+        self._skip_agent_selection = None
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        self.t += 1
+        self.moves[agent] += 1
+        self.rewards = {other: float(action) if other == agent else 10.0 for other in self.agents}
+        if agent == "b" and self.moves["b"] >= self.b_moves:
+            self.terminations["b"] = True
+        if self.t >= self.length:
+            self.truncations = dict.fromkeys(self.agents, True)
+        live = [o for o in self.agents if o != agent and not (self.terminations[o] or self.truncations[o])]
+        self.agent_selection = live[0] if live else agent
+        self._accumulate_rewards()
+        self._deads_step_first()

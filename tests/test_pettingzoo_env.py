@@ -23,12 +23,13 @@ from rlgear.spaces import Box, Dict, Discrete, MultiBinary
 from rlgear.testing import check_multi_agent_env
 from rlgear.timestep import StepType
 
-from .pettingzoo_envs import RelayParallelEnv
+from .pettingzoo_envs import RelayParallelEnv, TurnsAECEnv
 
 FIRST, MID, LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3"
 SPREAD = "mpe2:simple_spread_v3"
 RELAY = "tests.pettingzoo_envs:RelayParallelEnv"
+TURNS = "tests.pettingzoo_envs:TurnsAECEnv"
 
 
 def make(name: str, num_envs: int = 2, horizon: int | None = None, **kwargs):
@@ -62,6 +63,9 @@ def row(ts, agent: str, slot: int = 0) -> tuple:
         (RELAY, {}, None),
         (RELAY, {"rest_at": 3, "mask_in_info": True}, None),
         (RELAY, {"episode_length": 9}, 4),
+        (TURNS, {}, None),
+        (TURNS, {"length": 9}, 4),
+        ("pettingzoo.classic.tictactoe_v3", {}, None),
     ],
 )
 def test_check_multi_agent_env_passes(name, kwargs, horizon):
@@ -82,6 +86,7 @@ def test_pettingzoo_own_api_tests_pass_on_the_envs_used():
     import pettingzoo.classic.connect_four_v3 as connect_four
 
     api_test(connect_four.env(), num_cycles=100)
+    api_test(TurnsAECEnv(), num_cycles=100)
     parallel_api_test(RelayParallelEnv(), num_cycles=100)
     parallel_api_test(RelayParallelEnv(mask_in_info=True, join_at=1, quit_at=4), num_cycles=100)
     needs_mpe2()
@@ -184,6 +189,39 @@ def test_connect_four_horizon_truncates_every_agent_with_discount_one():
     assert ts.episode_end.tolist() == [True]
     ts = env.step({a: np.zeros(1, dtype=np.int64) for a in env.possible_agents})
     assert row(ts, "player_0") == (True, FIRST, 0.0, 1.0, 0) and not ts.active["player_1"][0]
+
+
+def test_aec_rewards_from_the_other_agents_turns_accumulate_and_an_agent_can_leave_early():
+    """TurnsAECEnv, every move with action 1: the mover gets 1, the other agent 10; b leaves after its
+    second move, a plays on alone until the env truncates it after 7 moves."""
+    env = make(TURNS, 1)
+    off = (False, LAST, 0.0, 0.0, 0)
+    expected = [  # (a, b) per step
+        ((True, FIRST, 0.0, 1.0, 0), off),
+        (off, (True, FIRST, 0.0, 1.0, 0)),  # the 10 b got during a's move, before its first, is dropped
+        ((True, MID, 11.0, 1.0, 1), off),  # its own move's 1 + 10 from b's move
+        (off, (True, MID, 11.0, 1.0, 1)),
+        ((True, MID, 11.0, 1.0, 1), (True, LAST, 1.0, 0.0, 1)),  # b terminated by its move: LAST now
+        ((True, MID, 1.0, 1.0, 1), off),  # alone: only its own moves' rewards
+        ((True, MID, 1.0, 1.0, 1), off),
+        ((True, LAST, 1.0, 1.0, 1), off),  # the env's own limit: truncated, discount 1
+        ((True, FIRST, 0.0, 1.0, 0), off),
+    ]
+    ts = env.reset(seed=0)
+    for step, rows in enumerate(expected):
+        assert (row(ts, "a"), row(ts, "b")) == rows, step
+        assert ts.episode_end.tolist() == [step == 7]
+        ts = env.step({agent: np.ones(1, dtype=np.int64) for agent in env.possible_agents})
+
+
+def test_aec_horizon_gives_each_agent_its_pending_reward():
+    env = make(TURNS, 1, horizon=3, length=9)
+    ts = env.reset(seed=0)
+    for action in (2, 1, 2):  # a, b, a
+        ts = env.step({agent: np.full(1, action) for agent in env.possible_agents})
+    assert row(ts, "a") == (True, LAST, 2.0, 1.0, 2)  # its own last move
+    assert row(ts, "b") == (True, LAST, 11.0, 1.0, 1)  # its move's 1 + 10 from a's last move
+    assert ts.episode_end.tolist() == [True]
 
 
 # --- Parallel API: late join, early finish, sitting a step out -------------------------------------
