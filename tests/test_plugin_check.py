@@ -147,6 +147,8 @@ ENTRY_POINTS = """
     nofirst_env = chk_envs:NoFirstAdapter
     nodefault_env = chk_envs:NoDefaultAdapter
     nohorizon_env = chk_envs:NoHorizonAdapter
+    ma_broken_env = chk_envs:MultiAgentBrokenAdapter
+    ma_nohorizon_env = chk_envs:MultiAgentNoHorizonAdapter
 
     [rlgear.schedulers]
     wrong_decision = chk_schedulers:WrongDecision
@@ -268,6 +270,28 @@ MODULES = {
                 from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
 
                 return GymnasiumAdapter().make(name, num_envs, kwargs=kwargs)
+
+
+        class MultiAgentBrokenAdapter(EnvAdapter):
+            '''A multi-agent env that ends a slot's episode while an agent is still going.'''
+
+            default_env = "scripted"
+
+            def make(self, name, num_envs, *, kwargs, vectorization="sync", horizon=None, worker_index=0):
+                from tests.test_check_multi_agent_env import ScriptedEnv
+
+                return ScriptedEnv("early_episode_end", num_envs)
+
+
+        class MultiAgentNoHorizonAdapter(EnvAdapter):
+            '''PettingZoo's relay env (6-step episodes) ignoring the run's horizon.'''
+
+            default_env = "tests.pettingzoo_envs:RelayParallelEnv"
+
+            def make(self, name, num_envs, *, kwargs, vectorization="sync", horizon=None, worker_index=0):
+                from rlgear.plugins.envs.pettingzoo_env import PettingZooAdapter
+
+                return PettingZooAdapter().make(name, num_envs, kwargs=kwargs)
     """,
     "chk_schedulers": """
         from rlgear.plugins.schedulers.fifo import FIFOScheduler
@@ -416,6 +440,37 @@ def test_an_env_adapter_that_ignores_the_horizon_is_reported(broken_plugins):
     assert failed(report) == ["horizon"]
     assert "ran 4 steps without a LAST with horizon=3" in finding(report, "horizon").message
     assert "make(..., horizon=H)" in finding(report, "horizon").fix
+
+
+def test_a_multi_agent_env_that_breaks_the_table_is_reported(broken_plugins, capsys):
+    report = check_plugin("ma_broken_env")
+    assert failed(report) == ["TimeStep contract"]
+    contract = finding(report, "TimeStep contract")
+    assert "check_multi_agent_env: step 2, env 1: episode_end while agent(s) ['y'] are still going" in (
+        contract.message
+    )
+    assert "rlgear.env.MultiAgentTimeStep" in contract.fix
+    assert cli.main(["plugins", "--check", "ma_broken_env"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_a_multi_agent_env_adapter_that_ignores_the_horizon_is_reported(broken_plugins):
+    pytest.importorskip("pettingzoo", reason="needs PettingZoo: pip install 'rlgear[pettingzoo]'")
+    report = check_plugin("ma_nohorizon_env")
+    assert failed(report) == ["horizon"]
+    assert "env 0 ran 3 steps without episode_end" in finding(report, "horizon").message
+
+
+def test_the_pettingzoo_adapter_passes_on_simple_spread_and_connect_four():
+    pytest.importorskip("pettingzoo", reason="needs PettingZoo: pip install 'rlgear[pettingzoo]'")
+    pytest.importorskip("mpe2", reason="needs mpe2: pip install 'rlgear[pettingzoo]'")
+    report = assert_plugin_ok("pettingzoo", "env")
+    assert "'mpe2:simple_spread_v3' x 4, multi-agent (agent_0: Box(18,) -> Discrete(n=5)" in (
+        finding(report, "make").message
+    )
+    assert "check_multi_agent_env" in finding(report, "TimeStep contract").message
+    report = assert_plugin_ok("pettingzoo", "env", env_name="pettingzoo.classic.connect_four_v3")
+    assert "spaces for 2 agents" in finding(report, "spaces").message and finding(report, "horizon").ok
 
 
 def test_an_env_adapter_without_a_default_env_needs_env_name(broken_plugins):

@@ -39,6 +39,7 @@ EXTRAS = {
     "optuna": "optuna",
     "mlflow": "mlflow",
     "wandb": "wandb",
+    "pettingzoo": "pettingzoo",
 }
 
 _loaded: dict[tuple[str, str], Any] = {}
