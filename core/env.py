@@ -87,8 +87,8 @@ class MultiAgentTimeStep:
 
     ``steps[agent]`` holds arrays ``[num_envs]`` for every agent in ``possible_agents``;
     ``active[agent]`` (bool ``[num_envs]``) says in which env slots the agent has a step now.
-    Rows where it is False carry nothing (zeros, step_type LAST by convention): they are never
-    acted on, counted or trained on. This is the vectorized form of "per env slot, a dict of the
+    Rows where it is False carry nothing (zeros, step_type LAST, discount 0; an action mask there is
+    all False): they are never acted on, counted or trained on. This is the vectorized form of "per env slot, a dict of the
     agents that have a step": one array per agent instead of one dict per slot, so a policy acts
     on all its agents of all slots in one call.
 
@@ -113,7 +113,10 @@ class MultiAgentTimeStep:
     ``episode_end[i]`` is True at the step where env slot ``i``'s episode ended (every agent
     that took part has had its LAST by then); the slot's next step is a reset, whose actions are
     ignored, where the agents present get FIRST (next-step autoreset, as single-agent).
-    Reward an agent receives after its own LAST is dropped.
+    Reward an agent receives after its own LAST is dropped. ``prev_action`` is the agent's own
+    previous action (zeros at its FIRST), not the last action taken in the env: in turn-based games
+    these differ. In a turn-based game only the agent to move is present at the reset; the others
+    get their FIRST at their first move.
     """
 
     steps: dict[str, TimeStep]
