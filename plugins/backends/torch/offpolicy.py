@@ -34,6 +34,7 @@ from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.execution.squashed_inference import NumpyTanhActor
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
 from rlgear.plugins.backends.torch.policy import TorchPolicy, clip_gradients
+from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Space, flat_dim
 from rlgear.timestep import TimeStep
@@ -352,6 +353,17 @@ class OffPolicyTorchPolicy(TorchPolicy):
         with torch.no_grad():
             for name, param in self.target_model.named_parameters():
                 param.copy_(torch.from_numpy(np.ascontiguousarray(converted[name], dtype=np.float32)))
+
+    # --- checkpoints: the learner's noise generator rides with the policy state -------------------
+    def get_state(self) -> PolicyState:
+        state = super().get_state()
+        state.arrays["noise_generator"] = self.noise_generator.get_state().numpy().copy()
+        return state
+
+    def set_state(self, state: PolicyState) -> None:
+        super().set_state(state)
+        if "noise_generator" in state.arrays:
+            self.noise_generator.set_state(torch.from_numpy(np.array(state.arrays["noise_generator"])))
 
     def reseed(self, seed: int) -> None:
         super().reseed(seed)  # a new acting_rng among them: the twin draws from it
