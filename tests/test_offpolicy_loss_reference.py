@@ -210,7 +210,7 @@ def check_step(policy, batch, reference, tau):
     training = policy.config.training
     weights, target = policy.get_weights(), policy.get_target_weights()
     stats, update = sgd_step(policy, batch)
-    losses, expected, td = reference(weights, target)
+    _, expected, td = reference(weights, target)
     for key, value in expected.items():
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
     np.testing.assert_allclose(policy.td_errors, td, rtol=1e-4, atol=1e-5, err_msg="td_errors")
@@ -304,7 +304,9 @@ def test_td3_ddpg_losses_td_errors_and_update_match_the_numpy_reference(tmp_path
         before = policy.get_weights()
         stats = check_step(policy, batch, reference, tau=0.1 if update_actor else 0.0)
         actor_moved = any(
-            not np.array_equal(before[n], w) for n, w in policy.get_weights().items() if n.startswith("policy/")
+            not np.array_equal(before[n], w)
+            for n, w in policy.get_weights().items()
+            if n.startswith("policy/")
         )
         assert actor_moved == update_actor, step  # TD3 delays the actor (and the targets)
         assert ("actor_loss" in stats) == update_actor

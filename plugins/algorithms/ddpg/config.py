@@ -21,9 +21,7 @@ class DDPGConfig(ReplayConfig):
     )
 
     # --- TD3's switches (Fujimoto et al. 2018) ---------------------------------------------------
-    twin_q: bool = doc(
-        "Two critics; the target takes the smaller of their values (clipped double Q).", False
-    )
+    twin_q: bool = doc("Two critics; the target takes the smaller of their values (clipped double Q).", False)
     policy_delay: int = doc(
         "Update the actor and the target networks every policy_delay-th gradient step (the critics "
         "every step).",
@@ -86,9 +84,7 @@ class DDPGConfig(ReplayConfig):
 class TD3Config(DDPGConfig):
     """TD3 (Fujimoto et al. 2018): DDPG's keys with its three changes on."""
 
-    twin_q: bool = doc(
-        "Two critics; the target takes the smaller of their values (clipped double Q).", True
-    )
+    twin_q: bool = doc("Two critics; the target takes the smaller of their values (clipped double Q).", True)
     policy_delay: int = doc(
         "Update the actor and the target networks every policy_delay-th gradient step (the critics "
         "every step).",

@@ -27,7 +27,6 @@ from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
 
 
-
 class DQN(ReplayTrainer):
     name = "dqn"
     description = (

@@ -64,8 +64,8 @@ class SACTorchPolicy(TargetNetworkState, OffPolicyTorchPolicy):
         obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
         log_alpha = self.model.log_alpha
         alpha = log_alpha.detach().exp()
-        noise = self.sample_noise(tuple(obs.shape[:1]) + (self.num_actions,))
-        next_noise = self.sample_noise(tuple(obs.shape[:1]) + (self.num_actions,))
+        noise = self.sample_noise((obs.shape[0], self.num_actions))
+        next_noise = self.sample_noise((obs.shape[0], self.num_actions))
         self.last_noise = (noise, next_noise)  # the draws this step used (the loss tests read them)
         with torch.no_grad():
             next_actions, next_logp = self.squashed_sample(next_obs, next_noise)

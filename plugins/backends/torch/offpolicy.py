@@ -23,6 +23,7 @@ sees the critics from before this step's critic update, as in a joint update.)
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from typing import Any, ClassVar
 
@@ -56,7 +57,7 @@ class StackedMLP(nn.Module):
         sizes = [in_dim, *hidden_sizes, out_dim]
         self.kernels = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
+        for fan_in, fan_out in itertools.pairwise(sizes):
             bound = 1.0 / math.sqrt(fan_in)
             self.kernels.append(nn.Parameter(torch.empty(members, fan_in, fan_out).uniform_(-bound, bound)))
             self.biases.append(nn.Parameter(torch.empty(members, fan_out).uniform_(-bound, bound)))
@@ -202,7 +203,9 @@ class OffPolicyTorchPolicy(TorchPolicy):
     def make_model(self) -> nn.Module:
         model_config = self.config.model
         if model_config.custom:
-            raise TypeError(f"{type(self).__name__} builds its own actor and critics; model.custom is not used")
+            raise TypeError(
+                f"{type(self).__name__} builds its own actor and critics; model.custom is not used"
+            )
         obs_dim = flat_dim(self.observation_space)
         sizes = list(model_config.hidden_sizes)
         actor = actor_mlp(obs_dim, sizes, self.actor_outputs(), model_config.activation)
