@@ -307,6 +307,11 @@ def main() -> None:
                     run.update(library=library, algorithm=algorithm, seed=seed)
                     results["runs"].append(run)
                     print(json.dumps(run), flush=True)
+                    write(results)  # after every run: a long run stopped early keeps what it measured
+    write(results)
+
+
+def write(results: dict) -> None:
     RESULT_FILE.parent.mkdir(exist_ok=True)
     RESULT_FILE.write_text(json.dumps(results, indent=1))
 
