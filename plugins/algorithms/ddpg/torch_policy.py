@@ -10,7 +10,7 @@ import torch
 
 from rlgear.execution.replay_buffers import NEXT_OBS
 from rlgear.execution.target_network import TargetNetworkState
-from rlgear.plugins.backends.torch.offpolicy import OffPolicyTorchPolicy
+from rlgear.plugins.backends.torch import OffPolicyTorchPolicy
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 from rlgear.timestep import StepType, TimeStep

@@ -11,7 +11,7 @@ from torch.nn import functional as F
 from rlgear.execution.replay_buffers import NEXT_OBS
 from rlgear.execution.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
 from rlgear.execution.target_network import TargetNetworkState
-from rlgear.plugins.backends.torch.offpolicy import OffPolicyTorchPolicy
+from rlgear.plugins.backends.torch import OffPolicyTorchPolicy
 from rlgear.sample_batch import SampleBatch as SB
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
