@@ -417,7 +417,9 @@ def test_an_algorithm_without_a_tf_policy_says_so_before_any_work(tmp_path):
         TorchOnly(raw)
 
 
-BUILTIN_ALGORITHMS = ["a2c", "a3c", "dqn", "impala", "pg", "ppo"]
+BUILTIN_ALGORITHMS = ["a2c", "a3c", "ddpg", "dqn", "impala", "pg", "ppo", "sac", "td3"]
+#: Torch only so far: issue 15's TF policies for SAC, TD3 and DDPG are not written yet.
+TORCH_ONLY = {"ddpg", "sac", "td3"}
 
 
 def test_the_builtin_algorithms_are_the_ones_listed_here():
@@ -427,7 +429,8 @@ def test_the_builtin_algorithms_are_the_ones_listed_here():
 
 @pytest.mark.parametrize("algorithm", BUILTIN_ALGORITHMS)
 def test_every_builtin_algorithm_lists_the_tf_backend(algorithm):
-    assert registry.load_algorithm(algorithm).capabilities()["backends"] == ["tf", "torch"]
+    expected = ["torch"] if algorithm in TORCH_ONLY else ["tf", "torch"]
+    assert registry.load_algorithm(algorithm).capabilities()["backends"] == expected
 
 
 # ----------------------------------------------------------------------------- trainers on tf

@@ -1,9 +1,6 @@
 """DQN hyperparameters. Each extension is a switch, so Rainbow-style combinations are configs.
 
-``train_batch_size`` here is the replay minibatch (rows per gradient step), as
-in RLlib's DQN; how many env steps a training step samples is
-``env_steps_per_training_step``, and ``training_intensity`` sets how many
-replayed rows are learned from per sampled env step.
+The sampling, replay and n-step keys are the shared :class:`rlgear.config.replay.ReplayConfig`.
 """
 
 from __future__ import annotations
@@ -11,40 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rlgear.config import TrainingConfig
+from rlgear.config.replay import ReplayConfig
 from rlgear.config.schema import doc
 
 
 @dataclass
-class DQNConfig(TrainingConfig):
+class DQNConfig(ReplayConfig):
     lr: float = doc("Learning rate (Adam).", 1e-3)
     gamma: float = doc("Discount factor.", 0.99)
     grad_clip: float | None = doc("Clip the global gradient norm to this value (null: off).", 10.0)
-
-    # --- sampling and replay ----------------------------------------------------
-    env_steps_per_training_step: int = doc(
-        "Env steps sampled (all envs together) and added to the replay buffer per training step. "
-        "Sampling goes in whole fragments of workers.rollout_fragment_length x envs env steps, so "
-        "set workers.rollout_fragment_length to this / num_envs_per_worker ('auto' divides "
-        "train_batch_size, the replay minibatch, instead).",
-        64,
-    )
-    buffer_size: int = doc("Capacity of the replay buffer, in transitions.", 50_000)
-    store_buffer_in_checkpoints: bool = doc(
-        "Save the replay buffer in checkpoints, so a restored run continues exactly "
-        "(turn off for large observations: the buffer dominates the checkpoint's size).",
-        True,
-    )
-    learning_starts: int = doc(
-        "Env steps sampled (with the initial epsilon) before the first gradient step.", 1000
-    )
-    train_batch_size: int = doc("Replay rows per gradient step (the minibatch).", 64)
-    training_intensity: float = doc(
-        "Replayed rows learned from per sampled env step: each training step makes "
-        "round(sampled env steps x training_intensity / train_batch_size) gradient steps "
-        "(at least 1 once learning has started).",
-        8.0,
-    )
 
     # --- target network (Mnih et al. 2015) ----------------------------------------
     target_network_update_freq: int = doc("Env steps between target-network updates.", 500)
@@ -65,29 +37,6 @@ class DQNConfig(TrainingConfig):
         "on the shared hidden layers.",
         True,
     )
-    n_step: int = doc(
-        "Bootstrap after n rewards (Sutton 1988; Hessel et al. 2018 use 3). Windows are cut at "
-        "the end of a sampled fragment and at episode ends.",
-        1,
-    )
-    prioritized_replay: bool = doc(
-        "Prioritized experience replay, proportional variant (Schaul et al. 2016).", False
-    )
-    prioritized_replay_alpha: float = doc(
-        "How much prioritization is used: 0 is uniform replay, 1 full prioritization.", 0.6
-    )
-    prioritized_replay_beta: float = doc(
-        "Initial importance-sampling exponent (1 corrects the sampling bias fully).", 0.4
-    )
-    final_prioritized_replay_beta: float = doc(
-        "Importance-sampling exponent reached after prioritized_replay_beta_annealing_timesteps.",
-        1.0,
-    )
-    prioritized_replay_beta_annealing_timesteps: int = doc(
-        "Env steps over which beta is annealed linearly to its final value.", 100_000
-    )
-    prioritized_replay_eps: float = doc("Added to |TD error| so that no transition's priority is zero.", 1e-6)
-
     # --- exploration ------------------------------------------------------------------
     epsilon_initial: float = doc("Probability of a random action at the start.", 1.0)
     epsilon_final: float = doc("Probability of a random action after epsilon_timesteps.", 0.02)
@@ -104,36 +53,18 @@ class DQNConfig(TrainingConfig):
     huber_delta: float = doc("Where the Huber loss turns from quadratic to linear.", 1.0)
 
     def check(self, fail) -> None:
-        positive_ints = (
-            "env_steps_per_training_step",
-            "buffer_size",
-            "target_network_update_freq",
-            "n_step",
-        )
-        for key in positive_ints:
-            if getattr(self, key) <= 0:
-                raise fail(f"training.{key}", f"expected a positive integer, got {getattr(self, key)}")
-        for key in ("learning_starts", "epsilon_timesteps", "prioritized_replay_beta_annealing_timesteps"):
-            if getattr(self, key) < 0:
-                raise fail(f"training.{key}", f"expected 0 or more, got {getattr(self, key)}")
-        for key in ("training_intensity", "prioritized_replay_eps", "huber_delta"):
-            if getattr(self, key) <= 0:
-                raise fail(f"training.{key}", f"expected a positive number, got {getattr(self, key)}")
-        unit_interval = (
-            "epsilon_initial",
-            "epsilon_final",
-            "prioritized_replay_alpha",
-            "prioritized_replay_beta",
-            "final_prioritized_replay_beta",
-        )
-        for key in unit_interval:
+        super().check(fail)
+        if self.target_network_update_freq <= 0:
+            raise fail(
+                "training.target_network_update_freq",
+                f"expected a positive integer, got {self.target_network_update_freq}",
+            )
+        if self.epsilon_timesteps < 0:
+            raise fail("training.epsilon_timesteps", f"expected 0 or more, got {self.epsilon_timesteps}")
+        if self.huber_delta <= 0:
+            raise fail("training.huber_delta", f"expected a positive number, got {self.huber_delta}")
+        for key in ("epsilon_initial", "epsilon_final"):
             if not 0 <= getattr(self, key) <= 1:
                 raise fail(f"training.{key}", f"expected a number in [0, 1], got {getattr(self, key)}")
         if not 0 < self.tau <= 1:
             raise fail("training.tau", f"expected a number in (0, 1] (1.0 is a hard copy), got {self.tau}")
-        if self.train_batch_size > self.buffer_size:
-            raise fail(
-                "training.train_batch_size",
-                f"the replay minibatch ({self.train_batch_size} rows) is larger than the replay buffer "
-                f"(training.buffer_size: {self.buffer_size})",
-            )

@@ -13,7 +13,7 @@ import numpy as np
 
 from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
-from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
+from rlgear.execution.target_network import TargetNetworkState
 from rlgear.plugins.backends.tf import (
     ACTIVATIONS,
     ConvEncoder,

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
-from rlgear.plugins.algorithms.dqn.target_state import TargetNetworkState
+from rlgear.execution.target_network import TargetNetworkState
 from rlgear.plugins.backends.torch import ConvEncoder, TorchPolicy, build_model, conv_encoder
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
 from rlgear.policy import epsilon_greedy_actions

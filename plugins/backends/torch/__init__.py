@@ -15,6 +15,7 @@ from rlgear.plugins.backends.torch.distributions import (
 )
 from rlgear.plugins.backends.torch.losses import actor_critic_loss, masked_mean, normalize_advantages
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, ConvEncoder, build_model, conv_encoder
+from rlgear.plugins.backends.torch.offpolicy import OffPolicyTorchPolicy, StackedMLP
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "Categorical",
     "ConvEncoder",
     "DiagGaussian",
+    "OffPolicyTorchPolicy",
+    "StackedMLP",
     "TorchBackend",
     "TorchPolicy",
     "actor_critic_loss",

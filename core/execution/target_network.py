@@ -1,9 +1,9 @@
-"""What DQN's policy adds to the weights and the checkpoint state, written once for every backend.
+"""What a policy with target networks adds to the weights and the checkpoint state, written once.
 
-DQN keeps a target network and its own epsilon-greedy acting generator beside
-the base policy's state. Both backends save them the same way (target weights
+DQN, SAC, TD3 and DDPG keep target networks and their own acting generator beside
+the base policy's state. Every backend saves them the same way (target weights
 under ``target/``, the generator in the JSON meta), so a checkpoint restores
-exactly and moves between backends. A backend's DQN policy mixes this class in
+exactly and moves between backends. A backend's policy mixes this class in
 before its base policy and provides ``update_target(tau)``,
 ``get_target_weights()``, ``set_target_weights(weights)`` and
 ``check_target_weights(weights)`` (raises, naming the weight, before anything changes).

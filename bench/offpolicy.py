@@ -1,0 +1,328 @@
+"""SAC and TD3 on Pendulum-v1: rlgear against Stable-Baselines3 in the same run, and the learner's speed.
+
+Two measurements:
+
+1. **Time to solve** (``solve``): per seed and algorithm, rlgear and SB3 each train in a
+   fresh process on one torch thread (the order alternates per seed, so drifting machine
+   load hits both alike) for ``--budget`` env steps on one env, one gradient step per env
+   step, the same networks (256x256 ReLU actor and critics) and hyperparameters:
+   SAC: rl-baselines3-zoo's (lr 1e-3, the rest SB3's defaults: minibatch 256, tau 0.005,
+   gamma 0.99, alpha tuned, 100 random warm-up steps; ``configs/sac-pendulum.yaml``).
+   TD3: ``configs/td3-pendulum.yaml`` (lr 1e-3, gamma 0.98, Gaussian noise 0.1 in env
+   units, 1000 warm-up steps, minibatch 256, policy delay 2, target noise 0.2 clipped 0.5).
+   rlgear samples 16 env steps then takes 16 gradient steps; SB3 one and one.
+   Every 1000 env steps the clock stops and 10 greedy episodes run on a separate env; the
+   wall clock to the first evaluation >= -200 and the evaluation at the end of the budget
+   are reported (training time only, imports and setup excluded, for both).
+2. **Learner gradient steps/s** (``learner``): SAC's update at minibatch 256 with 256x256
+   networks on Pendulum-sized rows, rlgear's ``learn_on_batch`` (and the whole replay step,
+   sampling included) against the same update written as a plain torch loop (two critic
+   modules, three ``torch.optim.Adam``, CleanRL's structure), same process, one thread, interleaved
+   in 10 rounds (medians; the ratio is the median of the per-round ratios).
+
+Writes ``bench/results/offpolicy.json``.
+
+Usage: python bench/offpolicy.py [--budget 20000] [--seeds 0 1] [--algorithms sac td3] [--skip-solve]
+Needs: pip install -e ".[torch,bench]"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULT_FILE = HERE / "results" / "offpolicy.json"
+EVAL_EVERY, EVAL_EPISODES, THRESHOLD = 1000, 10, -200.0
+CONFIGS = {"sac": "sac-pendulum.yaml", "td3": "td3-pendulum.yaml"}
+
+
+# ----------------------------------------------------------------------------- the children
+
+
+def run_rlgear(algorithm: str, seed: int, budget: int) -> dict:
+    from rlgear import config as config_mod
+    from rlgear.discovery import registry
+
+    trainer_cls = registry.load_algorithm(algorithm)
+    config = config_mod.load(
+        ROOT / "configs" / CONFIGS[algorithm],
+        [
+            f"seed={seed}",
+            "logging.tensorboard=false",
+            "logging.progress=none",
+            "training.evaluation_interval=0",
+            f"training.min_env_steps_per_iteration={EVAL_EVERY}",
+            f"training.evaluation_episodes={EVAL_EPISODES}",
+        ],
+        training_class=trainer_cls.config_class,
+    )
+    trainer = trainer_cls(
+        config, logdir=Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-offpolicy-{os.getpid()}"
+    )
+    curve, train_s = [], 0.0
+    try:
+        while trainer.timesteps_total < budget:
+            start = time.perf_counter()
+            trainer.train()
+            train_s += time.perf_counter() - start
+            evaluation = trainer.evaluate()["evaluation/episode_return_mean"]
+            curve.append((trainer.timesteps_total, train_s, evaluation))
+    finally:
+        trainer.stop()
+    return {"curve": curve}
+
+
+def run_sb3(algorithm: str, seed: int, budget: int) -> dict:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import SAC, TD3
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    torch.set_num_threads(1)
+    env, eval_env = gym.make("Pendulum-v1"), gym.make("Pendulum-v1")
+    eval_env.reset(seed=seed + 1000)
+    policy_kwargs = {"net_arch": [256, 256]}
+    if algorithm == "sac":
+        model = SAC(
+            "MlpPolicy", env, learning_rate=1e-3, policy_kwargs=policy_kwargs, seed=seed, device="cpu"
+        )
+    else:
+        model = TD3(
+            "MlpPolicy",
+            env,
+            learning_rate=1e-3,
+            gamma=0.98,
+            buffer_size=200_000,
+            learning_starts=1000,
+            action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)),
+            policy_kwargs=policy_kwargs,
+            seed=seed,
+            device="cpu",
+        )
+    curve, train_s, steps = [], 0.0, 0
+    while steps < budget:
+        start = time.perf_counter()
+        model.learn(EVAL_EVERY, reset_num_timesteps=steps == 0)
+        train_s += time.perf_counter() - start
+        steps = model.num_timesteps
+        evaluation, _ = evaluate_policy(model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
+        curve.append((steps, train_s, float(evaluation)))
+    return {"curve": curve}
+
+
+def child(args: argparse.Namespace) -> None:
+    run = run_rlgear if args.library == "rlgear" else run_sb3
+    out = run(args.algorithm, args.seed, args.budget)
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# ----------------------------------------------------------------------------- learner speed
+
+
+def learner_speed(steps: int = 600, batch: int = 256, rounds: int = 10) -> dict:
+    """Gradient steps/s of SAC's update: rlgear's policy and replay step vs a plain torch loop."""
+    import tempfile
+
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    from rlgear import config as config_mod
+    from rlgear.discovery import registry
+    from rlgear.execution.replay_buffers import NEXT_OBS, ReplayBuffer
+    from rlgear.sample_batch import SampleBatch as SB
+    from rlgear.spaces import Box
+
+    torch.set_num_threads(1)
+    trainer_cls = registry.load_algorithm("sac")
+    raw = {
+        "algorithm": "sac",
+        "seed": 0,
+        "env": {"name": "Pendulum-v1"},
+        "model": {"hidden_sizes": [256, 256], "activation": "relu"},
+        "training": {"lr": 1e-3, "train_batch_size": batch},
+        "logging": {"dir": tempfile.mkdtemp(), "tensorboard": False, "progress": "none"},
+    }
+    config = config_mod.resolve(raw, training_class=trainer_cls.config_class)
+    obs_space = Box(np.array([-1.0, -1.0, -8.0]), np.array([1.0, 1.0, 8.0]))
+    act_space = Box(np.array([-2.0]), np.array([2.0]))
+    policy = trainer_cls.policy_class("torch")(obs_space, act_space, config)
+    rng = np.random.default_rng(0)
+    rows = 20_000
+    data = SB(
+        {
+            SB.OBS: rng.uniform(-1, 1, (rows, 3)).astype(np.float32),
+            SB.ACTIONS: rng.uniform(-2, 2, (rows, 1)).astype(np.float32),
+            SB.REWARDS: rng.normal(size=rows).astype(np.float32),
+            SB.DISCOUNTS: np.full(rows, 0.99, np.float32),
+            NEXT_OBS: rng.uniform(-1, 1, (rows, 3)).astype(np.float32),
+        }
+    )
+    buffer = ReplayBuffer(100_000, seed=0)
+    buffer.add(data)
+    minibatch = buffer.sample(batch)
+
+    def timed(step, n: int) -> float:
+        for _ in range(3):
+            step()
+        start = time.perf_counter()
+        for _ in range(n):
+            step()
+        return n / (time.perf_counter() - start)
+
+    # The same update as a plain torch loop (CleanRL's structure): two critic modules, three optimizers.
+    def mlp(inp, out):
+        return nn.Sequential(
+            nn.Linear(inp, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, out)
+        )
+
+    actor, q1, q2 = mlp(3, 2), mlp(4, 1), mlp(4, 1)
+    q1_target, q2_target = mlp(4, 1), mlp(4, 1)
+    q1_target.load_state_dict(q1.state_dict())
+    q2_target.load_state_dict(q2.state_dict())
+    log_alpha = torch.zeros(1, requires_grad=True)
+    q_opt = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=1e-3)
+    pi_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    a_opt = torch.optim.Adam([log_alpha], lr=1e-3)
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in minibatch.items() if k in data}
+
+    def sample(obs):
+        mean, log_std = actor(obs).chunk(2, dim=-1)
+        log_std = log_std.clamp(-20, 2)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        logp = (-0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        logp = logp - (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
+        return torch.tanh(u), logp
+
+    def plain_step():
+        obs, act, rew, disc, nxt = t[SB.OBS], t[SB.ACTIONS] / 2.0, t[SB.REWARDS], t[SB.DISCOUNTS], t[NEXT_OBS]
+        alpha = log_alpha.exp().detach()
+        with torch.no_grad():
+            next_a, next_logp = sample(nxt)
+            x = torch.cat([nxt, next_a], -1)
+            next_q = torch.min(q1_target(x), q2_target(x)).squeeze(-1) - alpha * next_logp
+            y = rew + disc * next_q
+        x = torch.cat([obs, act], -1)
+        q_loss = 0.5 * (F.mse_loss(q1(x).squeeze(-1), y) + F.mse_loss(q2(x).squeeze(-1), y))
+        q_opt.zero_grad()
+        q_loss.backward()
+        q_opt.step()
+        a, logp = sample(obs)
+        x = torch.cat([obs, a], -1)
+        pi_loss = (alpha * logp - torch.min(q1(x), q2(x)).squeeze(-1)).mean()
+        pi_opt.zero_grad()
+        pi_loss.backward()
+        pi_opt.step()
+        a_loss = -(log_alpha * (logp.detach() - 1.0)).mean()
+        a_opt.zero_grad()
+        a_loss.backward()
+        a_opt.step()
+        with torch.no_grad():
+            for net, target in ((q1, q1_target), (q2, q2_target)):
+                for p, tp in zip(net.parameters(), target.parameters(), strict=True):
+                    tp.lerp_(p, 0.005)
+
+    def rlgear_replay_step():
+        policy.learn_on_batch(buffer.sample(batch))
+
+    # Interleaved in short rounds, each variant timed in every round: the machine's load drifts
+    # (other jobs share its two cores), so a ratio is taken within a round and the median reported.
+    variants = {
+        "plain_torch_loop": plain_step,
+        "rlgear_learn_on_batch": lambda: policy.learn_on_batch(minibatch),
+        "rlgear_replay_step": rlgear_replay_step,
+    }
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, step in variants.items():
+            rates[name].append(timed(step, steps // rounds))
+    speeds: dict[str, float] = {name: float(np.median(values)) for name, values in rates.items()}
+    plain = np.array(rates["plain_torch_loop"])
+    speeds["ratio_learn_on_batch_to_plain"] = float(
+        np.median(np.array(rates["rlgear_learn_on_batch"]) / plain)
+    )
+    speeds["ratio_replay_step_to_plain"] = float(np.median(np.array(rates["rlgear_replay_step"]) / plain))
+    speeds["rounds"] = rounds
+    return speeds
+
+
+# ----------------------------------------------------------------------------- the parent
+
+
+def run_child(library: str, algorithm: str, seed: int, budget: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", library, "--algorithm", algorithm]
+    cmd += ["--seed", str(seed), "--budget", str(budget)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise RuntimeError(f"{library} {algorithm} seed {seed} failed:\n{proc.stderr[-3000:]}")
+
+
+def summarize(curve: list) -> dict:
+    solved = next(((steps, seconds) for steps, seconds, ret in curve if ret >= THRESHOLD), None)
+    steps, seconds, final = curve[-1]
+    return {
+        "final_return": final,
+        "train_s": seconds,
+        "env_steps": steps,
+        "steps_per_s": steps / seconds,
+        "solved_env_steps": None if solved is None else solved[0],
+        "solved_s": None if solved is None else solved[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=20_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--algorithms", nargs="+", default=["sac", "td3"])
+    parser.add_argument("--skip-solve", action="store_true")
+    parser.add_argument("--child", choices=["rlgear", "sb3"])
+    parser.add_argument("--algorithm")
+    parser.add_argument("--seed", type=int)
+    args = parser.parse_args()
+    if args.child:
+        args.library = args.child
+        child(args)
+        return
+    results: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "budget": args.budget,
+        "runs": [],
+    }
+    results["learner"] = learner_speed()
+    print(json.dumps(results["learner"], indent=1), flush=True)
+    if not args.skip_solve:
+        for index, seed in enumerate(args.seeds):
+            for algorithm in args.algorithms:
+                order = ("rlgear", "sb3") if index % 2 == 0 else ("sb3", "rlgear")
+                for library in order:
+                    run = summarize(run_child(library, algorithm, seed, args.budget)["curve"])
+                    run.update(library=library, algorithm=algorithm, seed=seed)
+                    results["runs"].append(run)
+                    print(json.dumps(run), flush=True)
+                    write(results)  # after every run: a long run stopped early keeps what it measured
+    write(results)
+
+
+def write(results: dict) -> None:
+    RESULT_FILE.parent.mkdir(exist_ok=True)
+    RESULT_FILE.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
