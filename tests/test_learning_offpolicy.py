@@ -7,7 +7,9 @@ learner is compute-bound (256x256 networks, one gradient step of 256 rows per en
 step), so the time follows the machine's load. Measured on the 2-core machine with
 evaluation every 2000 env steps, seed 0: SAC -167 at 8k env steps (130 s with other
 helpers' jobs running, 360 s with bench/offpolicy.py running beside it too); TD3 -220
-at 6k (85 s / 141 s); DDPG -209 at 4k (82 s / 83 s).
+at 6k (85 s / 141 s); DDPG -209 at 4k (82 s / 83 s). With evaluation every 1000 env steps,
+the three run side by side (``-n 2``, load average about 4): SAC 222 s, TD3 172 s, DDPG 20 s.
+SAC is above the ~3 minute budget on a loaded machine (130 s in the first measurement above).
 """
 
 from __future__ import annotations
