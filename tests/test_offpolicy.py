@@ -306,3 +306,17 @@ def test_policy_state_holds_the_targets_and_moves_to_a_policy_built_with_another
     for name, value in policy.get_target_weights().items():
         np.testing.assert_array_equal(other.get_target_weights()[name], value, err_msg=name)
     assert other.acting_rng.random() == policy.acting_rng.random()
+
+
+@pytest.mark.parametrize(("key", "value"), [("tune_alpha", False), ("initial_alpha", 0.5)])
+def test_reset_config_refuses_alpha_keys_the_policy_reads_once_and_takes_others(
+    make_trainer, tmp_path, key, value
+):
+    raw = raw_config(tmp_path, "sac")
+    trainer = make_trainer(raw)
+    changed = {**raw, "training": {**raw["training"], key: value}}
+    assert trainer.reset_config(changed) is False  # the caller builds a new trainer
+    assert getattr(trainer.config.training, key) != value
+    other = {**raw, "training": {**raw["training"], "tau": 0.01}}
+    assert trainer.reset_config(other) is True
+    assert trainer.policy.config.training.tau == 0.01

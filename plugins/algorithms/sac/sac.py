@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from rlgear import config as config_mod
+from rlgear.config import RunConfig
 from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.sac.config import SACConfig
+
+# Keys the policy reads once, when it builds log_alpha and its optimizer: reset_config can't apply them.
+_BUILT_ONCE = ("tune_alpha", "initial_alpha")
 
 
 class SAC(ReplayTrainer):
@@ -15,3 +23,13 @@ class SAC(ReplayTrainer):
     config_class = SACConfig
     policies = {"torch": "rlgear.plugins.algorithms.sac.torch_policy:SACTorchPolicy"}
     action_spaces = frozenset({"continuous"})
+
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha`` or ``initial_alpha``
+        change (log alpha and whether the optimizer moves it are fixed when the policy is built)."""
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.training, new_config.training
+        if any(getattr(old, key) != getattr(new, key) for key in _BUILT_ONCE):
+            return False
+        return super().reset_config(new_config)
