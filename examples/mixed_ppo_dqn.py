@@ -19,7 +19,7 @@ same name PPO's default applies, so a DQN policy sets ``train_batch_size`` (its 
 minibatch) and ``lr`` itself. The run's own ``training`` section (the first policy's, unless
 overridden) sets how many env steps one training step samples.
 
-    python examples/mixed_ppo_dqn.py           # trains on the tests' cooperative matching game
+    python examples/mixed_ppo_dqn.py    # from a source checkout: the tests' cooperative matching game
 
 Not covered by this example: checkpoints of the DQN policy's replay buffer (``save`` keeps both
 policies' weights and optimizer state, as every multi-agent run does), remote workers (it runs
@@ -29,6 +29,8 @@ on the local evaluator), and the TF backend (``policies`` lists torch only).
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 from typing import Any, Literal
 
 from rlgear.config import RunConfig
@@ -164,4 +166,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.multi_agent_envs
     main()
