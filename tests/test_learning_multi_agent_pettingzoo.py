@@ -93,7 +93,8 @@ def play_against_random(policy, trained_seat: int, games: int, seed: int) -> int
 
 @pytest.mark.slow
 def test_self_play_ppo_beats_a_random_player_at_connect_four(tmp_path):
-    """About 3 min: 60k moves of self-play training, then 200 greedy games against random play.
+    """About 4 to 7 min here (the machine shared with two other jobs): 80k moves of self-play
+    training, then 200 greedy games against random play (5 to 20 s). Seed 0 wins 190 (95 + 95).
 
     One shared policy plays both seats (rather than a frozen snapshot opponent updated by an
     on_train_result hook): connect_four's observation is from the mover's side, so both seats'
@@ -102,7 +103,7 @@ def test_self_play_ppo_beats_a_random_player_at_connect_four(tmp_path):
     random player, a policy that learns to complete and block lines of four is enough.
     """
     result = train(tmp_path, "ppo-connect-four.yaml", "seed=0", "checkpoint.every=0", "checkpoint.at_end=true")
-    assert result["timesteps_total"] >= 60_000
+    assert result["timesteps_total"] >= 80_000
     (run_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
     policy = rlgear.load(run_dir)
     wins_first = play_against_random(policy, trained_seat=0, games=100, seed=1_000)
