@@ -141,11 +141,16 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result["rlgear_ppo"] = rlgear_ppo(args.env_steps, args.seed, args.logdir)
-    print(f"rlgear: {result['rlgear_ppo']['env_steps']} env steps in {result['rlgear_ppo']['wall_s']} s", flush=True)
+    print(
+        f"rlgear: {result['rlgear_ppo']['env_steps']} env steps in {result['rlgear_ppo']['wall_s']} s",
+        flush=True,
+    )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     sb3_ppo(args.env_steps, args.seed, args.out, result)  # writes result["sb3_ppo"] as it goes
     print(f"sb3: {result['sb3_ppo']['env_steps']} env steps in {result['sb3_ppo']['wall_s']} s", flush=True)
-    result["summary"] = summary(result["rlgear_ppo"], result["sb3_ppo"], args.env_steps, learning_test_target())
+    result["summary"] = summary(
+        result["rlgear_ppo"], result["sb3_ppo"], args.env_steps, learning_test_target()
+    )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result["summary"], indent=2))
 

@@ -93,7 +93,9 @@ class PPOAndDQN(Trainer):
     def training_step(self) -> dict[str, float]:
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
         if not isinstance(batch, MultiAgentBatch):
-            raise TypeError(f"{self.name} runs on multi-agent envs; env '{self.config.env.name}' has one agent")
+            raise TypeError(
+                f"{self.name} runs on multi-agent envs; env '{self.config.env.name}' has one agent"
+            )
         timesteps = self.timesteps_total + steps
         for policy in self.policy_map.values():
             policy.set_global_timestep(timesteps)  # lr schedules; DQN's epsilon while acting
@@ -101,7 +103,9 @@ class PPOAndDQN(Trainer):
         on_policy = [pid for pid in trained if pid not in self.replay_buffers]
         stats = learn_per_policy(self.policy_map, batch, on_policy)  # PPO: SGD on the fresh rows
         for pid in [pid for pid in trained if pid in self.replay_buffers]:
-            stats.update({f"{pid}/{k}": v for k, v in self.dqn_step(pid, batch.get(pid), steps, timesteps).items()})
+            stats.update(
+                {f"{pid}/{k}": v for k, v in self.dqn_step(pid, batch.get(pid), steps, timesteps).items()}
+            )
         self.workers.sync_weights()
         return self.learner_stats(stats)
 
@@ -131,8 +135,13 @@ def cooperative_match_config(seed: int = 0) -> dict[str, Any]:
         "env": {"adapter": "vector", "name": "tests.multi_agent_envs:make_match"},
         "workers": {"num_envs_per_worker": 8, "rollout_fragment_length": 32},
         "model": {"hidden_sizes": [32]},
-        "training": {"learner": "ppo", "train_batch_size": 256, "sgd_minibatch_size": 128, "num_sgd_iter": 4,
-                     "lr": 1e-3},
+        "training": {
+            "learner": "ppo",
+            "train_batch_size": 256,
+            "sgd_minibatch_size": 128,
+            "num_sgd_iter": 4,
+            "lr": 1e-3,
+        },
         "multiagent": {
             "policies": {
                 "a": {},

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlgear.errors import ConfigError
 from rlgear.timestep import StepType, TimeStep
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mixed_ppo_dqn.py"
@@ -55,13 +56,13 @@ def test_each_policy_is_built_and_postprocessed_by_its_own_algorithm():
         trainer.stop()
 
 
-def test_a_dqn_only_key_in_the_ppo_policys_section_is_still_checked():
+def test_a_typo_in_the_dqn_policys_training_section_is_reported_with_its_key():
     example = load_example()
     config = example.cooperative_match_config()
     config["multiagent"]["policies"]["b"]["training"]["learning_sarts"] = 10
-    from rlgear.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=r"multiagent\.policies\.b\.training\.learning_sarts.*learning_starts"):
+    with pytest.raises(
+        ConfigError, match=r"multiagent\.policies\.b\.training\.learning_sarts.*learning_starts"
+    ):
         example.PPOAndDQN(config)
 
 

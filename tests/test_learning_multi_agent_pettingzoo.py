@@ -102,7 +102,9 @@ def test_self_play_ppo_beats_a_random_player_at_connect_four(tmp_path):
     snapshot opponent would halve the data and add the copy schedule as a tuning knob. Against a
     random player, a policy that learns to complete and block lines of four is enough.
     """
-    result = train(tmp_path, "ppo-connect-four.yaml", "seed=0", "checkpoint.every=0", "checkpoint.at_end=true")
+    result = train(
+        tmp_path, "ppo-connect-four.yaml", "seed=0", "checkpoint.every=0", "checkpoint.at_end=true"
+    )
     assert result["timesteps_total"] >= 80_000
     (run_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
     policy = rlgear.load(run_dir)
