@@ -43,7 +43,7 @@ def simple_spread_target() -> float:
 @pytest.mark.slow
 def test_shared_policy_ppo_closes_half_the_gap_on_simple_spread_within_60k_env_steps(tmp_path):
     """8 s measured (pytest --durations, machine lightly loaded; 40 s when loaded by two other
-    jobs): seed 0 crosses the target at 23k env steps (1,544 env steps an iteration)."""
+    jobs): seed 0 crosses the target at 15.4k env steps (1,544 env steps an iteration)."""
     pytest.importorskip("mpe2", reason="needs the pettingzoo extra (mpe2's particle envs)")
     target = simple_spread_target()
     assert -68 < target < -66  # the measured figures the docstring states
