@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from rlgear.config import RunConfig
 from rlgear.config.schema import doc
+from rlgear.errors import UnsupportedError
 from rlgear.execution.rollout_ops import learn_per_policy, replay, synchronous_parallel_sample
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
 from rlgear.plugins.algorithms.dqn.dqn import DQN, make_replay_buffer
@@ -73,7 +74,9 @@ class PPOAndDQN(Trainer):
     @classmethod
     def policy_class(cls, backend: str) -> Any:
         if backend != "torch":
-            return super().policy_class(backend)  # the usual error naming the supported backends
+            raise UnsupportedError(
+                f"algorithm '{cls.name}' does not support backend '{backend}' (supported: torch)"
+            )
         return mixed_torch_policy
 
     @staticmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlgear.errors import ConfigError
+from rlgear.errors import ConfigError, UnsupportedError
 from rlgear.timestep import StepType, TimeStep
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mixed_ppo_dqn.py"
@@ -40,7 +40,7 @@ def greedy_matches(policy) -> int:
     return int(np.sum(np.asarray(actions) == np.arange(n)))
 
 
-def test_each_policy_is_built_and_postprocessed_by_its_own_algorithm():
+def test_each_policy_is_built_and_postprocessed_by_its_own_algorithm(tmp_path):
     example = load_example()
     trainer = example.PPOAndDQN(example.cooperative_match_config())
     try:
@@ -52,8 +52,25 @@ def test_each_policy_is_built_and_postprocessed_by_its_own_algorithm():
         result = trainer.train()
         assert "learner/a/policy_loss" in result  # PPO's loss on a's fresh rows
         assert result["learner/b/replay_buffer_size"] > 0  # b's transitions (n-step) in b's buffer only
+        path = trainer.save(tmp_path / "checkpoint")
     finally:
         trainer.stop()
+    fresh = example.PPOAndDQN(example.cooperative_match_config(seed=5))
+    try:
+        fresh.restore(path)  # both policies' weights come back (the replay buffer does not: see the example)
+        for pid in ("a", "b"):
+            saved, restored = trainer.policy_map[pid].get_weights(), fresh.policy_map[pid].get_weights()
+            assert all(np.array_equal(saved[k], restored[k]) for k in saved), pid
+    finally:
+        fresh.stop()
+
+
+def test_the_example_refuses_the_tf_backend_by_name():
+    example = load_example()
+    with pytest.raises(
+        UnsupportedError, match=r"'ppo-and-dqn' does not support backend 'tf' \(supported: torch\)"
+    ):
+        example.PPOAndDQN({**example.cooperative_match_config(), "backend": "tf"})
 
 
 def test_a_typo_in_the_dqn_policys_training_section_is_reported_with_its_key():
