@@ -36,9 +36,10 @@ from typing import Any, Literal
 from rlgear.config import RunConfig
 from rlgear.config.schema import doc
 from rlgear.errors import UnsupportedError
+from rlgear.execution.replay_buffers import ReplayBuffer
 from rlgear.execution.rollout_ops import learn_per_policy, replay, synchronous_parallel_sample
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
-from rlgear.plugins.algorithms.dqn.dqn import DQN, make_replay_buffer
+from rlgear.plugins.algorithms.dqn.dqn import DQN
 from rlgear.plugins.algorithms.ppo.config import PPOConfig
 from rlgear.plugins.algorithms.ppo.ppo import PPO
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
@@ -53,6 +54,8 @@ class MixedConfig(PPOConfig, DQNConfig):
 
     def check(self, fail) -> None:
         ALGORITHMS[self.learner].config_class.check(self, fail)
+        if self.learner == "dqn" and self.prioritized_replay:
+            raise fail("training.prioritized_replay", "this example replays uniformly; set it to false")
 
 
 def algorithm_of(config: RunConfig) -> type[Trainer]:
@@ -85,9 +88,9 @@ class PPOAndDQN(Trainer):
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
-        #: A replay buffer for each DQN policy, built from its own config.
+        #: A replay buffer (uniform) for each DQN policy, sized by its own config.
         self.replay_buffers = {
-            pid: make_replay_buffer(policy.config)
+            pid: ReplayBuffer(policy.config.training.buffer_size, seed=config.seed)
             for pid, policy in self.policy_map.items()
             if policy.config.training.learner == "dqn"
         }
