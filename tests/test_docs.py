@@ -98,7 +98,7 @@ PLUGIN_PAGE_EXAMPLES = {
     "plugins/loggers.md": ["docs/examples/my_best_logger.py"],
     "plugins/hooks.md": ["docs/examples/my_goal_hook.py"],
     "spaces.md": ["docs/examples/my_parking_env.py"],
-    "multi-agent.md": ["docs/examples/my_self_play.py"],
+    "multi-agent.md": ["docs/examples/my_self_play.py", "examples/mixed_ppo_dqn.py"],
 }
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
 
