@@ -138,12 +138,21 @@ def padded_sequences(streams, config) -> SB:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("training", [{}, {"vtrace_lambda": 0.8, "gamma": 0.9, "vtrace_clip_c_threshold": 0.7}])
+@pytest.mark.parametrize(
+    "training", [{}, {"vtrace_lambda": 0.8, "gamma": 0.9, "vtrace_clip_c_threshold": 0.7}]
+)
 def test_padded_agent_streams_learn_as_the_numpy_reference_on_the_real_streams(tmp_path, backend, training):
     config = resolve(
         tmp_path,
         "impala",
-        {"optimizer": "sgd", "lr": 0.3, "grad_clip": None, "entropy_coeff": 0.03, "vf_loss_coeff": 0.7, **training},
+        {
+            "optimizer": "sgd",
+            "lr": 0.3,
+            "grad_clip": None,
+            "entropy_coeff": 0.03,
+            "vf_loss_coeff": 0.7,
+            **training,
+        },
         backend=backend,
     )
     config.workers.rollout_fragment_length = ROWS - 1
@@ -237,7 +246,9 @@ def test_impala_trains_each_policy_on_its_own_agents(backend):
         assert not any(k.startswith("learner/pa/") for k in result)
         for key, value in before.items():
             np.testing.assert_array_equal(trainer.policy_map["pa"].get_weights()[key], value)
-        assert any(not np.array_equal(trainer.policy_map["pb"].get_weights()[k], v) for k, v in b_before.items())
+        assert any(
+            not np.array_equal(trainer.policy_map["pb"].get_weights()[k], v) for k, v in b_before.items()
+        )
     finally:
         trainer.stop()
 
@@ -259,18 +270,18 @@ def test_impala_remote_workers_sample_multi_agent_fragments(ray_session):
 
 @pytest.mark.slow
 def test_impala_with_a_shared_policy_reaches_95_percent_of_the_optimum():
-    """About 30 s (at most 30k env steps)."""
+    """About 5 s (seed 1 reaches it at 10.7k env steps; budget 20k)."""
     raw = impala_config(
         "make_match",
         workers={"num_envs_per_worker": 8, "rollout_fragment_length": 32},
-        training={"train_batch_size": 512, "lr": 2e-3, "entropy_coeff": 0.003},
+        training={"train_batch_size": 256, "lr": 5e-3, "entropy_coeff": 0.01},
         model={"hidden_sizes": [64, 64]},
         seed=1,
     )
     trainer = registry.load_algorithm("impala")(raw)
     try:
         best = -np.inf
-        while trainer.timesteps_total < 30_000 and best < 0.95 * MATCH_OPTIMUM:
+        while trainer.timesteps_total < 20_000 and best < 0.95 * MATCH_OPTIMUM:
             result = trainer.train()
             best = max(best, result["episode_return_mean"] or -np.inf)
     finally:

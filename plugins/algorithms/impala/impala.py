@@ -34,9 +34,9 @@ import numpy as np
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
 from rlgear.execution.async_ops import AsyncSampler
+from rlgear.execution.rollout_ops import learn_per_policy
 from rlgear.execution.sequences import makes_own_sequences
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig
-from rlgear.execution.rollout_ops import learn_per_policy
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
 from rlgear.timestep import StepType
 from rlgear.trainer import Trainer
