@@ -798,12 +798,6 @@ def test_the_vector_adapter_says_what_is_wrong_with_a_factory(name, extra, messa
         adapter.make(f"{ENVS}:{name}", 4, kwargs=extra.get("kwargs", {}), horizon=extra.get("horizon"))
 
 
-def test_complete_episodes_is_refused_on_a_multi_agent_env():
-    raw = ma_config(workers={"batch_mode": "complete_episodes"})
-    with pytest.raises(ConfigError, match=r"workers\.batch_mode: env .* is multi-agent; complete_episodes"):
-        ppo()(raw)
-
-
 def test_the_vector_adapter_passes_env_kwargs_to_the_factory():
     adapter = registry.load_env_adapter("vector")()
     env = adapter.make(f"{ENVS}:make_match", 2, kwargs={"length": 3})

@@ -209,12 +209,6 @@ class Evaluator:
             self._collector = collector
             self._multi = None
             return
-        if config.workers.batch_mode == "complete_episodes":
-            raise config.fail(
-                "workers.batch_mode",
-                f"env '{env_name}' is multi-agent; complete_episodes is not supported for multi-agent envs "
-                "yet (use truncate_episodes)",
-            )
         algorithm = getattr(check_spaces, "__self__", None)  # Trainer.check_spaces is a classmethod
         if algorithm is not None and not getattr(algorithm, "multi_agent", False):
             raise UnsupportedError(
@@ -472,7 +466,10 @@ class Evaluator:
         compacted per agent: :mod:`rlgear.execution.multi_agent`); a single-agent env a SampleBatch.
         """
         if self._multi is not None:
-            batch = self._multi.sample(self.fragment_length)
+            if self.complete_episodes:  # whole agent episodes, as many agent steps as a fragment's env steps
+                batch = self._multi.sample_episodes(self.fragment_length * self.num_envs)
+            else:
+                batch = self._multi.sample(self.fragment_length)
             if self.hooks is not None:
                 hooks_mod.call(self.hooks, "on_sample_end", worker=self, batch=batch)
             return batch, batch.env_steps

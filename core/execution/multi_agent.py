@@ -10,6 +10,10 @@ stream (inactive rows dropped): its first row is the one carried from the previo
 fragment's bootstrap row and is carried on. So GAE, n-step returns and sequences run along one
 agent's trajectory, never across agents; slots of equal length are postprocessed together
 (``[n, k]`` time-major), by the algorithm's own postprocess function.
+
+With ``workers.batch_mode: complete_episodes`` there is no fragment cut: each slot's rows are
+kept until its agent's LAST, and only whole agent episodes (FIRST to LAST, ``[T_e, 1]`` each)
+are postprocessed, as single-agent episodes are (:meth:`MultiAgentSampler.sample_episodes`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentTimeStep
-from rlgear.errors import ConfigError
+from rlgear.errors import ConfigError, UnsupportedError
 from rlgear.execution.collector import PolicyCollector, take_rows
 from rlgear.execution.metrics import Episode, env_info_row
 from rlgear.execution.sequences import chop_into_sequences
@@ -82,9 +86,12 @@ class _PolicyStream:
         self.t = np.zeros(slots.num_slots, dtype=np.int64)  # each agent's step index in its episode
         self.ts: TimeStep | None = None
         self.ts_active: np.ndarray | None = None
+        #: complete_episodes: per slot, the rows of its agent's episode so far
+        self.partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(slots.num_slots)]
 
     def clear(self) -> None:
         self.rows, self.active = [], []
+        self.partial = [[] for _ in range(self.slots.num_slots)]
         self.carry = {}
         self.has_carry[:] = False
         self.t[:] = 0
@@ -260,6 +267,58 @@ class MultiAgentSampler:
             env_steps=ev._env_steps - env_steps_before,
             agent_steps=self.agent_steps - agent_steps_before,
         )
+
+    def sample_episodes(self, min_agent_steps: int) -> MultiAgentBatch:
+        """Whole agent episodes (FIRST..LAST), stepping until they hold ``min_agent_steps`` agent steps.
+
+        An agent's rows are kept per slot until its LAST; an episode that began before a reset
+        (or before a restore) is dropped, as on a single-agent env. Rows of episodes still running
+        stay for the next call. A policy none of whose agents finished an episode has no entry
+        in the batch. Each episode is postprocessed on its own (``[T_e, 1]`` time-major).
+        """
+        ev = self.evaluator
+        if ev._hooked("on_postprocess_fragment"):
+            raise UnsupportedError(
+                "workers.batch_mode: complete_episodes: the on_postprocess_fragment hook (the "
+                "centralised critic) sees fragments of truncate_episodes only; use truncate_episodes"
+            )
+        env_steps_before, agent_steps_before = ev._env_steps, self.agent_steps
+        pieces: dict[str, list[SampleBatch]] = {pid: [] for pid in self.streams}
+        steps = 0
+        while steps < min_agent_steps:
+            self.step()
+            for pid, stream in self.streams.items():
+                steps += self._take_episodes(stream, pieces[pid])
+        batches = {pid: SampleBatch.concat(p) for pid, p in pieces.items() if p}
+        return MultiAgentBatch(
+            batches,
+            env_steps=ev._env_steps - env_steps_before,
+            agent_steps=self.agent_steps - agent_steps_before,
+        )
+
+    def _take_episodes(self, stream: _PolicyStream, out: list[SampleBatch]) -> int:
+        """Moves the step just recorded into each active slot's episode; postprocesses the
+        episodes that ended (into ``out``); returns the agent steps they hold."""
+        row, active = stream.rows.pop(), stream.active.pop()
+        collector = stream.collector
+        step_types = row[SampleBatch.STEP_TYPES]
+        steps = 0
+        for slot in np.flatnonzero(active):
+            if step_types[slot] == _FIRST:
+                stream.partial[slot] = []
+            stream.partial[slot].append({key: np.array(values[slot]) for key, values in row.items()})
+            if step_types[slot] != _LAST:
+                continue
+            episode, stream.partial[slot] = stream.partial[slot], []
+            if episode[0][SampleBatch.STEP_TYPES] != _FIRST:
+                continue  # began before a reset: incomplete, dropped
+            fragment = SampleBatch({key: np.stack([r[key] for r in episode])[:, None] for key in episode[0]})
+            rows = self.postprocess_fn(fragment, collector.policy, collector.config)
+            if collector.policy.recurrent and not getattr(self.postprocess_fn, "makes_own_sequences", False):
+                rows = chop_into_sequences(rows, collector.policy.max_seq_len)
+            out.append(rows)
+            steps += len(episode) - 1
+        return steps
 
     def _window(self, stream: _PolicyStream) -> dict[str, Any]:
         """The policy's ``[T+1, S]`` table of this fragment: row 0 the row carried per slot, then

@@ -16,6 +16,12 @@ Per training step:
 Fragments stay sequences: postprocessing turns a ``[T+1, B]`` time-major
 fragment into ``B`` rows of ``T+1`` steps (``[B, T+1, ...]``, the last step is
 the bootstrap), because V-trace runs along time inside the loss.
+
+On a multi-agent env each agent's stream is compacted at the fragment cut
+(:mod:`rlgear.execution.multi_agent`), so it may hold fewer than ``T+1`` rows (an
+agent that joined late or finished early). Such a stream is padded at its end to
+``T+1`` rows (:func:`pad_agent_stream`), so the learner still gets one fixed
+length and V-trace runs along one agent's stream only.
 """
 
 from __future__ import annotations
@@ -28,10 +34,14 @@ import numpy as np
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
 from rlgear.execution.async_ops import AsyncSampler
+from rlgear.execution.rollout_ops import learn_per_policy
 from rlgear.execution.sequences import makes_own_sequences
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig
-from rlgear.sample_batch import SampleBatch
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
+from rlgear.timestep import StepType
 from rlgear.trainer import Trainer
+
+_LAST = int(StepType.LAST)
 
 #: Columns the learner needs; everything else the evaluator records is dropped before the queue.
 SEQUENCE_COLUMNS = (
@@ -42,6 +52,36 @@ SEQUENCE_COLUMNS = (
     SampleBatch.STEP_TYPES,
     SampleBatch.ACTION_LOGP,
 )
+
+
+def pad_agent_stream(fragment: SampleBatch, rows: int) -> SampleBatch:
+    """A time-major ``[n, B]`` fragment of ``n < rows`` rows padded at its end to ``[rows, B]``.
+
+    Why padding rather than cutting streams into chunks: a chunk would need its own bootstrap
+    row, and V-trace's trace would stop at every chunk edge; padding keeps each agent's whole
+    stream of the fragment in one sequence, as on a single-agent env. The padding needs no mask
+    in the loss, because a LAST row is exactly what V-trace and the loss already ignore: its
+    ``v_s - V(x_s)`` is 0, its advantage is 0, it is not learned and no statistic counts it (the
+    trace of the row before it reads only that row's reward, discount and value). So the stream's
+    own last row, its bootstrap row, is marked LAST (its reward and discount stay, they belong to
+    the step into it), and the padding rows are copies of it (real observations, actions, action
+    masks and log-probabilities, so every term stays finite) marked LAST with reward and
+    discount 0. V-trace targets, advantages, losses and statistics of the real rows are those of
+    the unpadded stream (tested against a numpy reference). A recurrent learner runs over the
+    padding after the real rows, so it changes no real row's state either.
+    """
+    n = len(fragment[SampleBatch.STEP_TYPES])
+    if n >= rows:
+        return fragment
+    edge = np.full(rows - n, n - 1)
+    out = {}
+    for key, values in fragment.items():
+        values = np.asarray(values)
+        out[key] = np.concatenate([values, values[edge]]) if values.ndim and len(values) == n else values
+    out[SampleBatch.STEP_TYPES][n - 1 :] = _LAST
+    out[SampleBatch.REWARDS][n:] = 0
+    out[SampleBatch.DISCOUNTS][n:] = 0
+    return SampleBatch(out)
 
 
 class IMPALA(Trainer):
@@ -55,6 +95,7 @@ class IMPALA(Trainer):
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     recurrent = True
+    multi_agent = True  # per-agent streams padded to the fragment's length; the learner per policy
 
     @staticmethod
     @makes_own_sequences
@@ -66,7 +107,11 @@ class IMPALA(Trainer):
         the whole fragment, resetting the state at FIRST rows. Fixed-length sequences that cross
         episodes, rather than padded per-episode chunks, because V-trace runs along the fragment and
         bootstraps from its last row: a chunk cut at ``max_seq_len`` would lack that row.
+
+        On a multi-agent env, an agent stream shorter than the fragment (``T+1`` rows) is padded
+        first (:func:`pad_agent_stream`), so every sequence has the same length.
         """
+        fragment = pad_agent_stream(fragment, config.rollout_fragment_length() + 1)
         columns = (
             (*SEQUENCE_COLUMNS, SampleBatch.ACTION_MASK)
             if SampleBatch.ACTION_MASK in fragment
@@ -110,8 +155,16 @@ class IMPALA(Trainer):
             if worker_id != 0:  # the local evaluator acts with the learner's own policy
                 lags.append(self._policy_lag_of_arrival(worker_id))
         while sum(steps for _, steps in self._queue) >= training.train_batch_size:
-            self.policy.set_global_timestep(self.timesteps_total)  # for lr schedules
-            self._last_stats = self.policy.learn_on_batch(self._take_learner_batch(training.train_batch_size))
+            batch = self._take_learner_batch(training.train_batch_size)
+            if isinstance(batch, MultiAgentBatch):  # each trained policy learns on its own sequences
+                for pid in self.policies_to_train:
+                    self.policy_map[pid].set_global_timestep(self.timesteps_total)
+                self._last_stats = self.learner_stats(
+                    learn_per_policy(self.policy_map, batch, self.policies_to_train)
+                )
+            else:
+                self.policy.set_global_timestep(self.timesteps_total)  # for lr schedules
+                self._last_stats = self.policy.learn_on_batch(batch)
             self.num_learner_updates += 1
         self._broadcast(returned - {0}, training.broadcast_interval)
         stats = dict(self._last_stats)
@@ -121,14 +174,14 @@ class IMPALA(Trainer):
             stats["policy_lag"] = float(np.mean(lags))
         return stats
 
-    def _take_learner_batch(self, env_steps: int) -> SampleBatch:
+    def _take_learner_batch(self, env_steps: int) -> SampleBatch | MultiAgentBatch:
         """The oldest queued fragments, until they hold ``env_steps`` env steps."""
         taken, steps = [], 0
         while steps < env_steps:
             batch, count = self._queue.pop(0)
             taken.append(batch)
             steps += count
-        return SampleBatch.concat(taken)
+        return concat_any(taken)
 
     def _weights_of(self, worker_id: int) -> int:
         return self._weights_update_of.get(worker_id, self._weights_baseline)
