@@ -18,7 +18,7 @@ import pytest
 
 from rlgear.plugins.algorithms.ddpg import DDPG, TD3
 from rlgear.plugins.algorithms.sac import SAC
-from tests.conftest import train_until_stop
+from tests.conftest import needs_tf, train_until_stop
 
 pytest.importorskip("torch")
 
@@ -38,3 +38,14 @@ def test_td3_and_ddpg_swing_pendulum_up_greedy_evaluation_within_30k_env_steps(t
     result = train_until_stop(trainer_cls, config_name, "seed=0", "training.evaluation_interval=1")
     assert result["evaluation/episode_return_mean"] >= -250, result
     assert result["timesteps_total"] <= 30_000 + 1_000
+
+
+@pytest.mark.slow
+@needs_tf
+def test_sac_on_tf_swings_pendulum_up_greedy_evaluation_within_20k_env_steps():
+    """The same tuned config on the TF backend (its compiled learner step and the same numpy twin)."""
+    result = train_until_stop(
+        SAC, "sac-pendulum.yaml", "seed=0", "training.evaluation_interval=1", "backend=tf"
+    )
+    assert result["evaluation/episode_return_mean"] >= -200, result
+    assert result["timesteps_total"] <= 20_000 + 1_000

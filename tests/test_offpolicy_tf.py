@@ -34,7 +34,7 @@ def make_tf_policy(tmp_path, algorithm, **training):
 def numpy_q(weights, obs, actions):
     """``[K, B]``: each stacked critic member on ``[obs, actions]`` (relu MLP), in float64."""
     x = np.concatenate([obs, actions], axis=-1).astype(np.float64)
-    layers = sorted({n.rsplit("/", 1)[0] for n in weights if n.startswith("q/hidden_")}) + ["q/output"]
+    layers = [*sorted({n.rsplit("/", 1)[0] for n in weights if n.startswith("q/hidden_")}), "q/output"]
     out = []
     for k in range(weights["q/output/kernel"].shape[0]):
         h = x
