@@ -33,6 +33,7 @@ from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.ddpg import DDPG
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
+from tests.conftest import BACKENDS
 from tests.numpy_reference import (
     PENDULUM_ACT,
     PENDULUM_OBS,
@@ -45,8 +46,6 @@ from tests.numpy_reference import (
     resolve,
     sgd_step,
 )
-
-pytest.importorskip("torch")
 
 N = 24
 LOW, HALF_RANGE = -2.0, 2.0  # Pendulum's torque bounds
@@ -186,7 +185,7 @@ def transitions(seed=0, weights=False, actions_at_bounds=False):
     return SB(columns)
 
 
-def build(tmp_path, algorithm, training, hidden_sizes=(8, 6)):
+def build(tmp_path, algorithm, training, hidden_sizes=(8, 6), backend="torch"):
     base = {"optimizer": "sgd", "lr": 0.05, "grad_clip": None, "train_batch_size": N, "learning_starts": 0}
     config = resolve(
         tmp_path,
@@ -195,7 +194,7 @@ def build(tmp_path, algorithm, training, hidden_sizes=(8, 6)):
         {"activation": "relu", "hidden_sizes": list(hidden_sizes)},
         env="Pendulum-v1",
     )
-    policy = make_policy(config, "torch", PENDULUM_OBS, PENDULUM_ACT)
+    policy = make_policy(config, backend, PENDULUM_OBS, PENDULUM_ACT)
     weights = random_weights(policy.get_weights(), seed=1, gain=1.5)
     if "log_alpha" in weights:
         weights["log_alpha"] = np.array([np.log(training.get("initial_alpha", 0.7))], np.float32)
@@ -243,10 +242,11 @@ SAC_CASES = {
 }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(SAC_CASES))
-def test_sac_losses_td_errors_and_update_match_the_numpy_reference(tmp_path, case):
+def test_sac_losses_td_errors_and_update_match_the_numpy_reference(tmp_path, case, backend):
     training = {"tau": 0.1, **SAC_CASES[case]}
-    policy = build(tmp_path, "sac", training)
+    policy = build(tmp_path, "sac", training, backend=backend)
     batch = transitions(weights=training.get("prioritized_replay", False), actions_at_bounds=True)
     config = policy.config.training
 
@@ -288,10 +288,11 @@ TD3_CASES = {
 }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(TD3_CASES))
-def test_td3_ddpg_losses_td_errors_and_update_match_the_numpy_reference(tmp_path, case):
+def test_td3_ddpg_losses_td_errors_and_update_match_the_numpy_reference(tmp_path, case, backend):
     algorithm, training = TD3_CASES[case]
-    policy = build(tmp_path, algorithm, {"tau": 0.1, **training})
+    policy = build(tmp_path, algorithm, {"tau": 0.1, **training}, backend=backend)
     config = policy.config.training
     batch = transitions(weights=config.prioritized_replay)
     for step in range(config.policy_delay + 1):
@@ -310,15 +311,18 @@ def test_td3_ddpg_losses_td_errors_and_update_match_the_numpy_reference(tmp_path
         )
         assert actor_moved == update_actor, step  # TD3 delays the actor (and the targets)
         assert ("actor_loss" in stats) == update_actor
-    if config.target_noise > 0:  # the smoothing noise was drawn; in the clipped case some draws were clipped
+    if config.target_noise > 0:  # the smoothing noise was drawn
+        assert policy.last_noise.shape == (N, 1)
+    if case == "td3-noise-clipped":  # the clip was exercised: some draws were beyond it
         smoothing = np.abs(config.target_noise * policy.last_noise.numpy())
-        assert (smoothing > config.target_noise_clip).any() == (case == "td3-noise-clipped")
+        assert (smoothing > config.target_noise_clip).any()
 
 
-def test_td3_target_takes_the_smaller_critic_row_by_row_and_ddpg_has_one_critic(tmp_path):
-    ddpg = build(tmp_path / "ddpg", "ddpg", {})
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_td3_target_takes_the_smaller_critic_row_by_row_and_ddpg_has_one_critic(tmp_path, backend):
+    ddpg = build(tmp_path / "ddpg", "ddpg", {}, backend=backend)
     assert ddpg.get_weights()["q/output/kernel"].shape[0] == 1
-    td3 = build(tmp_path / "td3", "td3", {"policy_delay": 1, "tau": 0.1})
+    td3 = build(tmp_path / "td3", "td3", {"policy_delay": 1, "tau": 0.1}, backend=backend)
     assert td3.get_weights()["q/output/kernel"].shape[0] == 2
     batch = transitions()
     # Shift the second target critic so that each critic is the smaller one on about half the rows.
@@ -357,9 +361,10 @@ def fragment_with_both_episode_ends(seed=0):
     )
 
 
-def test_ddpg_critic_target_bootstraps_a_truncated_last_and_not_a_terminated_one(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ddpg_critic_target_bootstraps_a_truncated_last_and_not_a_terminated_one(tmp_path, backend):
     gamma = 0.9
-    policy = build(tmp_path, "ddpg", {"gamma": gamma, "tau": 0.1})
+    policy = build(tmp_path, "ddpg", {"gamma": gamma, "tau": 0.1}, backend=backend)
     fragment = fragment_with_both_episode_ends()
     rows = DDPG.postprocess(fragment, policy, policy.config)
     weights, target = policy.get_weights(), policy.get_target_weights()
@@ -390,5 +395,5 @@ def test_ddpg_critic_target_bootstraps_a_truncated_last_and_not_a_terminated_one
     def reference(weights, target):
         return td3_reference(weights, target, batch, policy.config.training, None, True)
 
-    fresh = build(tmp_path / "again", "ddpg", {"gamma": gamma, "tau": 0.1})
+    fresh = build(tmp_path / "again", "ddpg", {"gamma": gamma, "tau": 0.1}, backend=backend)
     check_step(fresh, batch, reference, tau=0.1)  # and learns from those rows as the reference says

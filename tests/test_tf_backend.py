@@ -418,8 +418,8 @@ def test_an_algorithm_without_a_tf_policy_says_so_before_any_work(tmp_path):
 
 
 BUILTIN_ALGORITHMS = ["a2c", "a3c", "ddpg", "dqn", "impala", "pg", "ppo", "sac", "td3"]
-#: Torch only so far: issue 15's TF policies for SAC, TD3 and DDPG are not written yet.
-TORCH_ONLY = {"ddpg", "sac", "td3"}
+#: Torch only (none today: every builtin has a tf policy).
+TORCH_ONLY: set[str] = set()
 
 
 def test_the_builtin_algorithms_are_the_ones_listed_here():

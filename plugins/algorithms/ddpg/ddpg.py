@@ -5,7 +5,10 @@ from __future__ import annotations
 from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.ddpg.config import DDPGConfig, TD3Config
 
-_POLICIES = {"torch": "rlgear.plugins.algorithms.ddpg.torch_policy:DDPGTorchPolicy"}
+_POLICIES = {
+    "torch": "rlgear.plugins.algorithms.ddpg.torch_policy:DDPGTorchPolicy",
+    "tf": "rlgear.plugins.algorithms.ddpg.tf_policy:DDPGTFPolicy",
+}
 
 
 class DDPG(ReplayTrainer):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -10,13 +9,13 @@ import torch
 
 from rlgear.execution.replay_buffers import NEXT_OBS
 from rlgear.execution.target_network import TargetNetworkState
+from rlgear.plugins.algorithms.ddpg.exploration import DeterministicActorRules
 from rlgear.plugins.backends.torch import OffPolicyTorchPolicy
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
-from rlgear.timestep import StepType, TimeStep
 
 
-class DDPGTorchPolicy(TargetNetworkState, OffPolicyTorchPolicy):
+class DDPGTorchPolicy(DeterministicActorRules, TargetNetworkState, OffPolicyTorchPolicy):
     """A deterministic tanh actor and one critic (two with ``twin_q``), each with a target copy.
 
     Weights: ``policy/hidden_<i>/...``, ``policy/output/...`` (the pre-tanh action),
@@ -31,29 +30,7 @@ class DDPGTorchPolicy(TargetNetworkState, OffPolicyTorchPolicy):
         super().__init__(observation_space, action_space, config)
         self.ou_state = np.zeros((0, self.num_actions), dtype=np.float32)
 
-    # --- acting -------------------------------------------------------------------------------
-    def exploration(self, squashed: np.ndarray, timestep: TimeStep) -> np.ndarray:
-        """``clip(tanh(mu(s)) + noise, -1, 1)``: Gaussian noise, or an Ornstein-Uhlenbeck process per env
-        slot (Lillicrap et al. 2016), restarted from 0 at each episode's FIRST step."""
-        training = self.config.training
-        scale = training.exploration_noise_scale
-        draws = self.acting_rng.standard_normal(squashed.shape, dtype=np.float32)
-        if training.exploration_noise == "gaussian":
-            noise = scale * draws
-        else:
-            if self.ou_state.shape != squashed.shape:
-                self.ou_state = np.zeros(squashed.shape, dtype=np.float32)
-            self.ou_state[np.asarray(timestep.step_type) == StepType.FIRST] = 0.0
-            dt = training.ou_dt
-            self.ou_state += -training.ou_theta * self.ou_state * dt + scale * math.sqrt(dt) * draws
-            noise = self.ou_state
-        return np.clip(squashed + noise, -1.0, 1.0)
-
     # --- learning -----------------------------------------------------------------------------
-    def update_actor_now(self) -> bool:
-        """TD3's delayed policy updates: the actor and the targets move every ``policy_delay``-th step."""
-        return (self.num_grad_updates + 1) % self.config.training.policy_delay == 0
-
     def target_actions(self, next_obs: torch.Tensor) -> torch.Tensor:
         """``tanh(mu'(s'))``, smoothed with clipped Gaussian noise when ``target_noise`` > 0 (TD3)."""
         training = self.config.training

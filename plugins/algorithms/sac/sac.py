@@ -21,7 +21,10 @@ class SAC(ReplayTrainer):
         "continuous (Box) actions"
     )
     config_class = SACConfig
-    policies = {"torch": "rlgear.plugins.algorithms.sac.torch_policy:SACTorchPolicy"}
+    policies = {
+        "torch": "rlgear.plugins.algorithms.sac.torch_policy:SACTorchPolicy",
+        "tf": "rlgear.plugins.algorithms.sac.tf_policy:SACTFPolicy",
+    }
     action_spaces = frozenset({"continuous"})
 
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:

@@ -25,6 +25,7 @@ from rlgear.plugins.backends.tf.models import (
     conv_encoder,
     named_variables,
 )
+from rlgear.plugins.backends.tf.offpolicy import OffPolicyTFPolicy, StackedMLP
 from rlgear.plugins.backends.tf.policy import TFPolicy
 from rlgear.plugins.backends.tf.runtime import tf  # every module imports tf via runtime
 
@@ -36,6 +37,8 @@ __all__ = [
     "Dense",
     "DenseStack",
     "DiagGaussian",
+    "OffPolicyTFPolicy",
+    "StackedMLP",
     "TFBackend",
     "TFPolicy",
     "actor_critic_loss",

@@ -114,8 +114,10 @@ class KerasOptim:
         return int(np.asarray(self.inner.iterations))
 
     def apply(self, grads: Sequence[tf.Tensor]) -> None:
-        """One update from ``grads`` (one per variable, in order); works inside ``tf.function``."""
-        self.inner.apply(list(grads), self.variables)
+        """One update from ``grads`` (one per variable, in order; None: that variable is left alone);
+        works inside ``tf.function``."""
+        pairs = [(g, v) for g, v in zip(grads, self.variables, strict=True) if g is not None]
+        self.inner.apply([g for g, _ in pairs], [v for _, v in pairs])
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         return {f"var/{i}": np.array(v.numpy()) for i, v in enumerate(self.inner.variables)}

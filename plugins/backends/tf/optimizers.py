@@ -52,8 +52,12 @@ class Optimizer:
     def steps(self) -> int:
         return int(self._steps.numpy())
 
-    def apply(self, grads: Sequence[tf.Tensor]) -> None:
-        """One update from ``grads`` (one per variable, in order)."""
+    def apply(self, grads: Sequence[tf.Tensor | None]) -> None:
+        """One update from ``grads`` (one per variable, in order).
+
+        A None gradient leaves its variable and that variable's state alone, as torch's
+        optimizers skip a parameter without ``.grad`` (TD3's actor between delayed updates).
+        """
         self._steps.assign_add(1)
         self._update(list(grads))
 
@@ -119,6 +123,8 @@ class Adam(Optimizer):
         for var, grad, m, v in zip(
             self.variables, grads, self.buffers["exp_avg"], self.buffers["exp_avg_sq"], strict=True
         ):
+            if grad is None:
+                continue
             m.assign(m + (1.0 - beta1) * (grad - m))  # torch's lerp
             v.assign(v * beta2 + (1.0 - beta2) * grad * grad)
             denom = tf.sqrt(v) / bias2_sqrt + self.eps
@@ -131,7 +137,8 @@ class Adam(Optimizer):
 class SGD(Optimizer):
     def _update(self, grads: list[tf.Tensor]) -> None:
         for var, grad in zip(self.variables, grads, strict=True):
-            var.assign_sub(self._lr * grad)
+            if grad is not None:
+                var.assign_sub(self._lr * grad)
 
 
 class RMSprop(Optimizer):
@@ -143,6 +150,8 @@ class RMSprop(Optimizer):
 
     def _update(self, grads: list[tf.Tensor]) -> None:
         for var, grad, s in zip(self.variables, grads, self.buffers["square_avg"], strict=True):
+            if grad is None:
+                continue
             s.assign(s * self.alpha + (1.0 - self.alpha) * grad * grad)
             var.assign_sub(self._lr * (grad / (tf.sqrt(s) + self.eps)))
 
