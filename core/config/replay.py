@@ -86,3 +86,30 @@ class ReplayConfig(TrainingConfig):
                 f"the replay minibatch ({self.train_batch_size} rows) is larger than the replay buffer "
                 f"(training.buffer_size: {self.buffer_size})",
             )
+
+
+@dataclass
+class ActorCriticReplayConfig(ReplayConfig):
+    """:class:`ReplayConfig` with the defaults of the off-policy actor-critics (SAC, TD3, DDPG).
+
+    A 1M-transition buffer and one gradient step of 256 rows per env step, after 100 random
+    steps: Haarnoja et al. 2018's and Fujimoto et al. 2018's setting, and rl-baselines3-zoo's.
+    """
+
+    env_steps_per_training_step: int = doc(
+        "Env steps sampled (all envs together) and added to the replay buffer per training step. "
+        "Sampling goes in whole fragments of workers.rollout_fragment_length x envs env steps, so "
+        "set workers.rollout_fragment_length to this / num_envs_per_worker.",
+        16,
+    )
+    buffer_size: int = doc("Capacity of the replay buffer, in transitions.", 1_000_000)
+    learning_starts: int = doc(
+        "Env steps sampled with uniform random actions before the first gradient step.", 100
+    )
+    train_batch_size: int = doc("Replay rows per gradient step (the minibatch).", 256)
+    training_intensity: float = doc(
+        "Replayed rows learned from per sampled env step: each training step makes "
+        "round(sampled env steps x training_intensity / train_batch_size) gradient steps "
+        "(256 with a minibatch of 256: one gradient step per env step).",
+        256.0,
+    )

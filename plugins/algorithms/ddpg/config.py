@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rlgear.config.replay import ReplayConfig
+from rlgear.config.replay import ActorCriticReplayConfig
 from rlgear.config.schema import doc
 
 
 @dataclass
-class DDPGConfig(ReplayConfig):
+class DDPGConfig(ActorCriticReplayConfig):
     lr: float = doc("Learning rate (Adam) of the actor and the critics.", 1e-3)
     gamma: float = doc("Discount factor.", 0.99)
     optimizer_epsilon: float = doc("Epsilon of adam.", 1e-8)
@@ -47,25 +47,6 @@ class DDPGConfig(ReplayConfig):
     )
     ou_theta: float = doc("Ornstein-Uhlenbeck mean reversion rate theta.", 0.15)
     ou_dt: float = doc("Ornstein-Uhlenbeck time step dt.", 1e-2)
-
-    # --- replay (ReplayConfig's keys, with these algorithms' defaults) ----------------------------
-    env_steps_per_training_step: int = doc(
-        "Env steps sampled (all envs together) and added to the replay buffer per training step. "
-        "Sampling goes in whole fragments of workers.rollout_fragment_length x envs env steps, so "
-        "set workers.rollout_fragment_length to this / num_envs_per_worker.",
-        16,
-    )
-    buffer_size: int = doc("Capacity of the replay buffer, in transitions.", 1_000_000)
-    learning_starts: int = doc(
-        "Env steps sampled with uniform random actions before the first gradient step.", 100
-    )
-    train_batch_size: int = doc("Replay rows per gradient step (the minibatch).", 256)
-    training_intensity: float = doc(
-        "Replayed rows learned from per sampled env step: each training step makes "
-        "round(sampled env steps x training_intensity / train_batch_size) gradient steps "
-        "(256 with a minibatch of 256: one gradient step per env step).",
-        256.0,
-    )
 
     def check(self, fail) -> None:
         super().check(fail)
