@@ -53,11 +53,11 @@ class EnvConfig:
         "'native' steps all envs at once in the env's own numpy vector class (gymnasium envs that "
         "register a vector entry point, e.g. CartPole-v1; several times faster); 'sync' steps the "
         "envs one by one in this process; 'async' steps each env in a subprocess (worth it only for "
-        "slow envs); 'auto' is native when the env has a vector entry point and env.wrappers is "
-        "empty, else sync (the tuned CartPole files in configs/ use it). The default stays 'sync' "
-        "for now: native envs draw other random streams, so seeded results differ from sync ones. "
+        "slow envs); 'auto' (the default) is native when the env has a vector entry point and "
+        "env.wrappers is empty, else sync. Native envs draw other random streams than sync ones, "
+        "so a seeded run gives other (equally valid) figures in the two modes. "
         "Recording videos always builds sync envs.",
-        "sync",
+        "auto",
     )
     wrappers: list[WrapperConfig] = doc(
         "gymnasium.Wrapper classes applied to each env, in order (the first wraps the bare env), "

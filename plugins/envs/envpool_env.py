@@ -1,0 +1,164 @@
+"""The envpool env adapter: envpool's C++ vector envs (classic control, Atari, MuJoCo ...) as rlgear envs.
+
+Why: envpool steps a whole batch of envs in C++ threads, with no Python per env,
+so sampling runs near the env's own speed where gymnasium has no numpy vector
+class (Pendulum, Acrobot, Atari). Install it with ``pip install 'rlgear[envpool]'``.
+
+envpool resets in next-step mode, exactly as ALF's layout needs: the step after
+a LAST returns the next episode's first observation with reward 0, and the action
+sent at the LAST is ignored. The pool is shown to the rest of the adapter as a
+gymnasium vector env, so the gymnasium adapter's TimeStep mapping, its float32
+checks and ``env.wrappers_vector`` (NormalizeReward ...) apply unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from rlgear.env import EnvAdapter, VectorEnv
+from rlgear.errors import ConfigError, did_you_mean
+
+from . import gymnasium_wrappers
+from .gymnasium_env import GymnasiumAdapter
+
+#: envpool's config keys that the adapter sets itself (from ``num_envs``, the reset seed, ``horizon``).
+RESERVED_KEYS = ("num_envs", "batch_size", "seed", "max_episode_steps")
+
+
+def import_envpool() -> Any:
+    """``import envpool``, without the banner its ``import gym`` prints, or a ConfigError naming the extra.
+
+    envpool still imports the unmaintained ``gym`` package, whose import prints a
+    deprecation notice on stderr; rlgear never uses ``gym``, so that notice would
+    only mislead.
+    """
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import envpool
+    except ImportError as err:
+        raise ConfigError(
+            f"env.adapter: envpool is not installed: pip install 'rlgear[envpool]' ({err})"
+        ) from err
+    return envpool
+
+
+class EnvPoolVectorEnv(gym.vector.VectorEnv):
+    """An envpool pool behind gymnasium's vector-env interface (next-step autoreset).
+
+    envpool takes its seed when the pool is built, not at ``reset``: a seeded reset
+    builds the pool again with that seed (cheap), so a seeded run repeats.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any], seed: int = 0):
+        self.name = name
+        self._kwargs = kwargs
+        self.num_envs = num_envs
+        self._seed = seed
+        self.pool = self._build(seed)
+        with warnings.catch_warnings():  # envpool's float64 bounds: "precision lowered to float32"
+            warnings.simplefilter("ignore")
+            self.single_observation_space = self.pool.observation_space
+            self.single_action_space = self.pool.action_space
+            self.observation_space = batch_space(self.single_observation_space, num_envs)
+            self.action_space = batch_space(self.single_action_space, num_envs)
+
+    def _build(self, seed: int) -> Any:
+        envpool = import_envpool()
+        with warnings.catch_warnings():  # "Box bound precision lowered by casting to float32"
+            warnings.simplefilter("ignore")
+            return envpool.make_gymnasium(self.name, num_envs=self.num_envs, seed=seed, **self._kwargs)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        if seed is not None:  # a seeded reset starts the same episodes again, as gymnasium's do
+            self.pool.close()
+            self.pool = self._build(seed)
+            self._seed = seed
+        return self.pool.reset()
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        return self.pool.step(np.asarray(actions))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.pool.close()
+
+
+def _checked_kwargs(envpool: Any, name: str, kwargs: dict[str, Any], horizon: int | None) -> dict[str, Any]:
+    """``env.kwargs`` that envpool's config for ``name`` takes (did-you-mean otherwise), plus the horizon."""
+    fields = tuple(envpool.make_spec(name).config._fields)
+    for key in kwargs:
+        if key in RESERVED_KEYS:
+            raise ConfigError(
+                f"env.kwargs.{key}: set by rlgear for the envpool adapter (workers.num_envs_per_worker, "
+                "the run's seed, workers.horizon); remove it"
+            )
+        if key not in fields:
+            allowed = [f for f in fields if f not in RESERVED_KEYS]
+            raise ConfigError(
+                f"env.kwargs.{key}: envpool's {name} takes no such option{did_you_mean(key, allowed)} "
+                f"(it takes: {', '.join(allowed)})"
+            )
+    extra = {"max_episode_steps": horizon} if horizon is not None else {}
+    return {**kwargs, **extra}
+
+
+class EnvPoolAdapter(EnvAdapter):
+    description = "envpool's C++ vector envs (pip install 'rlgear[envpool]'): classic control, Atari, MuJoCo"
+    default_env = "CartPole-v1"
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """Per-env ``env.wrappers`` can't apply (a pool has no env objects); vector wrappers can."""
+        if config.env.wrappers:
+            raise config.fail(
+                "env.wrappers",
+                "the envpool adapter steps all envs in one C++ pool, so per-env gymnasium wrappers cannot "
+                "apply; use env.wrappers_vector, or the gymnasium adapter",
+            )
+        if config.env.vectorization in ("sync", "async"):
+            raise config.fail(
+                "env.vectorization",
+                f"'{config.env.vectorization}' does not apply to the envpool adapter (it steps all envs in "
+                "its own C++ threads); use auto or native",
+            )
+        if getattr(config.training, "evaluation_video_every", 0):
+            raise config.fail(
+                "training.evaluation_video_every",
+                "the envpool adapter cannot record videos (the gymnasium adapter can); set it to 0",
+            )
+        gymnasium_wrappers.check(config)
+
+    def make(
+        self,
+        name: str,
+        num_envs: int,
+        *,
+        kwargs: dict[str, Any],
+        vectorization: str = "auto",
+        horizon: int | None = None,
+        worker_index: int = 0,
+        wrappers_vector: Sequence[Any] = (),
+    ) -> VectorEnv:
+        envpool = import_envpool()
+        known = envpool.list_all_envs()
+        if name not in known:
+            raise ConfigError(
+                f"env.name: envpool has no env '{name}'{did_you_mean(name, known)} "
+                "(envpool.list_all_envs() lists them, e.g. CartPole-v1, Pendulum-v1, Pong-v5)"
+            )
+        try:
+            vec = EnvPoolVectorEnv(name, num_envs, _checked_kwargs(envpool, name, dict(kwargs), horizon))
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ConfigError(f"env.kwargs: envpool's {name} refused them: {err}") from err
+        return GymnasiumAdapter._finish(vec, name, wrappers_vector)
