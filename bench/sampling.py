@@ -16,12 +16,16 @@ CPU-frequency change hits all alike; each rate is total steps over total time, a
 per-round ratios show the spread. Targets: each evaluator at >= 0.75x raw stepping of
 its own vector env; the sync evaluator at >= 1.5x the hand-written loop.
 
-Usage: python bench/sampling.py [--rounds 20] [--chunk 2048]
+With envpool installed (``pip install 'rlgear[envpool]'``), ``raw_envpool`` and
+``evaluator_envpool`` do the same on envpool's C++ CartPole pool (``env.adapter: envpool``).
+
+Usage: python bench/sampling.py [--rounds 20] [--chunk 2048] [--no-envpool]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import time
@@ -53,6 +57,25 @@ class RawStepping:
         self.envs.close()
 
 
+class RawEnvPool:
+    """envpool's CartPole pool alone (as the envpool adapter builds it), random actions."""
+
+    def __init__(self) -> None:
+        from rlgear.plugins.envs.envpool_env import EnvPoolVectorEnv
+
+        self.envs = EnvPoolVectorEnv("CartPole-v1", NUM_ENVS, {})
+        self.envs.reset(seed=0)
+        self.rng = np.random.default_rng(0)
+
+    def run(self, steps: int) -> int:
+        for _ in range(steps // NUM_ENVS):
+            self.envs.step(self.rng.integers(0, 2, NUM_ENVS))
+        return steps // NUM_ENVS * NUM_ENVS
+
+    def stop(self) -> None:
+        self.envs.close()
+
+
 class HandWrittenLoop:
     def __init__(self) -> None:
         self.envs = gym.make_vec("CartPole-v1", NUM_ENVS, vectorization_mode="sync")
@@ -72,7 +95,7 @@ class HandWrittenLoop:
 
 
 class RLGearEvaluator:
-    def __init__(self, chunk: int, vectorization: str) -> None:
+    def __init__(self, chunk: int, vectorization: str, adapter: str = "gymnasium") -> None:
         from rlgear import config as config_mod
         from rlgear.discovery import registry
 
@@ -80,7 +103,7 @@ class RLGearEvaluator:
             {
                 "algorithm": "ppo",
                 "seed": 0,
-                "env": {"name": "CartPole-v1", "vectorization": vectorization},
+                "env": {"name": "CartPole-v1", "vectorization": vectorization, "adapter": adapter},
                 "workers": {"num_envs_per_worker": NUM_ENVS, "rollout_fragment_length": chunk // NUM_ENVS},
                 "logging": {"tensorboard": False},
             }
@@ -103,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--chunk", type=int, default=2048)
+    parser.add_argument("--no-envpool", action="store_true", help="leave envpool out even if installed")
     args = parser.parse_args()
     torch.set_num_threads(1)
     runners = {
@@ -118,6 +142,10 @@ def main() -> None:
         "evaluator_sync_vs_hand_written": ("evaluator_sync", "hand_written", VS_HAND_WRITTEN_TARGET),
         "evaluator_native_vs_hand_written": ("evaluator_native", "hand_written", None),
     }
+    if not args.no_envpool and importlib.util.find_spec("envpool") is not None:
+        runners["raw_envpool"] = RawEnvPool()
+        runners["evaluator_envpool"] = RLGearEvaluator(args.chunk, "auto", adapter="envpool")
+        pairs["evaluator_envpool_vs_raw_envpool"] = ("evaluator_envpool", "raw_envpool", VS_RAW_TARGET)
     for runner in runners.values():
         runner.run(args.chunk)  # warm-up
     totals = {name: [0, 0.0] for name in runners}
