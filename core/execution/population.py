@@ -106,3 +106,37 @@ def evaluate_population(
                 active -= 1
     evaluator._timestep = timestep
     return PopulationResult(returns, lengths, evaluator._env_steps - steps_before)
+
+
+def parallel_evaluate_population(
+    workers: Any,
+    parameters: np.ndarray,
+    episodes_per_candidate: int = 1,
+    report_episodes: bool = False,
+) -> PopulationResult:
+    """:func:`evaluate_population` over a WorkerSet: the rows split into one contiguous share per
+    remote worker (the local evaluator's, without remote workers), results in row order.
+
+    The parameter vectors travel to the workers with the request: fine for small policies (a
+    CEM over a linear policy); an algorithm over large vectors sends noise indices instead
+    (:mod:`rlgear.execution.evolution`). A worker that dies has its share re-issued
+    (:func:`rlgear.execution.async_ops.run_tasks`).
+    """
+    from rlgear.execution.async_ops import run_tasks
+
+    parameters = np.asarray(parameters, np.float32)
+    shares = max(1, len(workers.remote_worker_ids)) if workers.has_remote_workers else 1
+    chunks = [chunk for chunk in np.array_split(parameters, shares) if len(chunk)]
+    results, _ = run_tasks(
+        workers, _evaluate_share, [(chunk, episodes_per_candidate, report_episodes) for chunk in chunks]
+    )
+    return PopulationResult(
+        np.concatenate([r.returns for r in results]),
+        np.concatenate([r.lengths for r in results]),
+        sum(r.env_steps for r in results),
+    )
+
+
+def _evaluate_share(evaluator: Any, share: tuple[np.ndarray, int, bool]) -> tuple[PopulationResult, int]:
+    result = evaluate_population(evaluator, *share)
+    return result, result.env_steps
