@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _run import ROOT, source_revision
 
@@ -104,11 +106,31 @@ def main() -> None:
                     "env_steps_per_s": round(run["env_steps_per_s"] / base["env_steps_per_s"], 2),
                     "train_s": round(run["train_s"] / base["train_s"], 2),
                 }
+    pooled: dict[str, Any] = {}  # over the seeds: total env steps / total training seconds
+    for algorithm in CONFIGS:
+        for num_workers in WORKER_COUNTS:
+            chosen = [runs[f"{algorithm}/workers_{num_workers}/seed_{seed}"] for seed in args.seeds]
+            pooled[f"{algorithm}/workers_{num_workers}"] = {
+                "env_steps_per_s": round(
+                    sum(r["env_steps"] for r in chosen) / sum(r["train_s"] for r in chosen), 1
+                ),
+                "median_train_s": float(np.median([r["train_s"] for r in chosen])),
+                "median_env_steps": float(np.median([r["env_steps"] for r in chosen])),
+                "all_solved": all(r["solved"] for r in chosen),
+            }
+        base = pooled[f"{algorithm}/workers_0"]
+        for num_workers in WORKER_COUNTS[1:]:
+            run = pooled[f"{algorithm}/workers_{num_workers}"]
+            ratios[f"{algorithm}/workers_{num_workers}_vs_0/pooled"] = {
+                "env_steps_per_s": round(run["env_steps_per_s"] / base["env_steps_per_s"], 2),
+                "median_train_s": round(run["median_train_s"] / base["median_train_s"], 2),
+            }
     out = {
         "source": source_revision(),
         "cpus": os.cpu_count(),
         "load_average_at_end": os.getloadavg(),
         "runs": runs,
+        "pooled": pooled,
         "ratios": ratios,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

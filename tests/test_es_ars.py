@@ -216,3 +216,15 @@ def test_ars_v2_improves_on_pendulum():
     result = train_until_stop(ARS, "ars-pendulum.yaml")
     assert result["timesteps_total"] <= 310_000
     assert result["episode_return_mean"] >= -1050, result
+
+
+def test_reseed_gives_a_new_stream_of_noise_indices(tmp_path):
+    trainer = ES(evolution_config(tmp_path))
+    try:
+        before = trainer.rng.bit_generator.state
+        trainer.reseed(11)
+        after = trainer.rng.integers(1 << 30, size=4)
+        trainer.rng.bit_generator.state = before
+        assert not np.array_equal(after, trainer.rng.integers(1 << 30, size=4))
+    finally:
+        trainer.stop()

@@ -216,6 +216,11 @@ class EvolutionTrainer(Trainer):
         self.policy.set_weights(self.layout.unflatten(self.theta.astype(np.float32)))
         self.workers.sync_weights()
 
+    def reseed(self, seed: int) -> None:
+        """Also a new stream of noise indices (PBT: two trials cloned from one donor search apart)."""
+        super().reseed(seed)
+        self.rng = np.random.default_rng([int(seed), zlib.crc32(b"noise indices")])
+
     # --- checkpoints: theta in float64, the index RNG, the table's identity ---------------
     def get_algorithm_state(self) -> dict[str, Any]:
         return {
