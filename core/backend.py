@@ -44,3 +44,50 @@ class Backend(ABC):
     def version(self) -> str:
         """The framework's version, for ``rlgear plugins``; empty if unknown."""
         return ""
+
+
+class NoFrameworkBackend(Backend):
+    """The backend of a run whose policy is framework-free (:class:`~rlgear.numpy_policy.NumpyPolicy`).
+
+    Why in core: such a run must work with no backend plugin installed and import no
+    framework, whatever its ``backend:`` value says. It owns what a framework-free
+    policy may draw from besides its own Generators: numpy's legacy global RNG.
+    """
+
+    framework = "numpy"
+    description = "no framework: numpy only (framework-free policies)"
+
+    def setup(self, num_threads: int, seed: int | None) -> None:
+        if seed is not None:  # numpy's BLAS threads are fixed when numpy is imported
+            np.random.seed(seed % 2**32)
+
+    def reseed(self, seed: int) -> None:
+        np.random.seed(int(seed) % 2**32)
+
+    def get_rng_state(self) -> dict[str, np.ndarray]:
+        _, keys, pos, has_gauss, cached_gaussian = np.random.get_state()
+        return {
+            "numpy_keys": np.array(keys, dtype=np.uint32),
+            "numpy_pos": np.array([pos, has_gauss], dtype=np.int64),
+            "numpy_gauss": np.array([cached_gaussian], dtype=np.float64),
+        }
+
+    def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
+        if "numpy_keys" in state:
+            pos, has_gauss = (int(v) for v in state["numpy_pos"])
+            np.random.set_state(
+                ("MT19937", state["numpy_keys"], pos, has_gauss, float(state["numpy_gauss"][0]))
+            )
+
+    def version(self) -> str:
+        return np.__version__
+
+
+def backend_class_for(policy_class: type, backend: str) -> type[Backend]:
+    """The backend a process running ``policy_class`` sets up: none of the framework plugins for a
+    framework-free policy (so no framework is imported), else the ``backend:`` plugin."""
+    if getattr(policy_class, "framework_free", False):
+        return NoFrameworkBackend
+    from rlgear.discovery import registry
+
+    return registry.load_backend(backend)

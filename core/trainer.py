@@ -23,6 +23,7 @@ import numpy as np
 
 import rlgear
 from rlgear import config as config_mod
+from rlgear.backend import NoFrameworkBackend, backend_class_for
 from rlgear.config import RunConfig, TrainingConfig, multiagent
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
@@ -38,6 +39,8 @@ from rlgear.run import checkpoint as ckpt
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.spaces import space_from_json
 
+#: The ``policies`` key of a framework-free policy: used under every ``backend:`` value.
+ANY_BACKEND = "*"
 # Worker index of the evaluation envs (seeds apart from the rollout workers').
 EVALUATION_WORKER_INDEX = 999
 # Config sections that reset_config may change on a live trainer.
@@ -52,8 +55,12 @@ class Trainer:
     Class attributes a subclass sets:
         name: the algorithm's registry name.
         description: one line for ``rlgear plugins``.
-        config_class: a dataclass subclassing :class:`~rlgear.config.TrainingConfig`.
-        policies: ``{backend name: "module:PolicyClass"}``, imported lazily.
+        config_class: a dataclass subclassing :class:`~rlgear.config.TrainingConfig` (gradient-based
+            algorithms) or :class:`~rlgear.config.BaseTrainingConfig` (only the loop's keys).
+        policies: ``{backend name: "module:PolicyClass"}``, imported lazily. The key ``"*"`` names a
+            framework-free policy (:class:`~rlgear.numpy_policy.NumpyPolicy`) used under every
+            ``backend:`` value without a policy of its own; a run with it loads no backend plugin and
+            imports no framework.
         action_spaces: the action-space kinds supported: "discrete", "continuous", "multi_discrete"
             (MultiDiscrete) and "composite" (Tuple/Dict of Discrete, Box and MultiDiscrete);
             the ``kind`` of an :mod:`rlgear.spaces` space.
@@ -105,18 +112,20 @@ class Trainer:
 
     @classmethod
     def policy_class(cls, backend: str) -> type:
-        if backend not in cls.policies:
+        """The policy class under ``backend``: its own entry, else the framework-free ``"*"`` one."""
+        key = backend if backend in cls.policies else ANY_BACKEND if ANY_BACKEND in cls.policies else None
+        if key is None:
             supported = ", ".join(sorted(cls.policies)) or "none"
             raise UnsupportedError(
                 f"algorithm '{cls.name}' does not support backend '{backend}' (supported: {supported})"
             )
-        return registry.resolve_object(cls.policies[backend], f"algorithm '{cls.name}' policy")
+        return registry.resolve_object(cls.policies[key], f"algorithm '{cls.name}' policy")
 
     # --- setup ------------------------------------------------------------------
     def setup(self, config: RunConfig) -> None:
         """Check support, then build the backend, evaluators and policy (before any training)."""
         policy_cls = self.policy_class(config.backend)  # unsupported backend: fail before any work
-        backend_cls = registry.load_backend(config.backend)
+        backend_cls = backend_class_for(policy_cls, config.backend)
         installed = registry.names("env")
         if config.env.adapter not in installed:  # a config mistake: say which key (and which --set)
             raise config.fail(
@@ -126,6 +135,9 @@ class Trainer:
             )
         adapter_cls = registry.load_env_adapter(config.env.adapter)
         self.backend = backend_cls()
+        #: What the checkpoints record as their backend: "numpy" for a framework-free policy (its
+        #: checkpoints restore fully under any ``backend:`` value), else the ``backend:`` plugin's name.
+        self.backend_name = "numpy" if backend_cls is NoFrameworkBackend else config.backend
         self.backend.setup(config.workers.num_cpus_for_driver, config.seed)
         self.workers = WorkerSet(
             config,
@@ -435,7 +447,7 @@ class Trainer:
         metadata = {
             "rlgear_version": rlgear.__version__,
             "algorithm": self.name,
-            "backend": self.config.backend,
+            "backend": self.backend_name,
             "training_iteration": self.iteration,
             "timesteps_total": self.timesteps_total,
             "observation_space": worker.observation_space.to_json(),
@@ -501,7 +513,7 @@ class Trainer:
             )
         except CheckpointError as err:
             raise CheckpointError(f"{path}: {err}") from err
-        same_backend = metadata.get("backend") == self.config.backend
+        same_backend = metadata.get("backend") == self.backend_name
         metas = state.get("policy_metas") or {saved_ids[0]: state.get("policy_meta", {})}
         try:
             for pid, policy in self.policy_map.items():

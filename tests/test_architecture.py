@@ -89,7 +89,7 @@ def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
     packages = sorted(p.name for p in CORE.iterdir() if (p / "__init__.py").is_file())
     assert packages == ["cli", "config", "discovery", "execution", "external", "run", "tune"]
     assert modules == [
-        "api", "backend", "env", "errors", "hookspecs", "policy", "preprocessing", "sample_batch",
+        "api", "backend", "env", "errors", "hookspecs", "numpy_policy", "policy", "preprocessing", "sample_batch",
         "scheduler", "searcher", "spaces", "testing", "timestep", "trainer", "value_ops",
     ]  # fmt: skip
 

@@ -417,9 +417,11 @@ def test_an_algorithm_without_a_tf_policy_says_so_before_any_work(tmp_path):
         TorchOnly(raw)
 
 
-BUILTIN_ALGORITHMS = ["a2c", "a3c", "ddpg", "dqn", "impala", "pg", "ppo", "sac", "td3"]
+BUILTIN_ALGORITHMS = ["a2c", "a3c", "ars", "ddpg", "dqn", "es", "impala", "pg", "ppo", "sac", "td3"]
 #: Torch only (none today: every builtin has a tf policy).
 TORCH_ONLY: set[str] = set()
+#: A framework-free numpy policy under "*": they run under tf (and any backend name) without importing it.
+FRAMEWORK_FREE = {"ars", "es"}
 
 
 def test_the_builtin_algorithms_are_the_ones_listed_here():
@@ -429,8 +431,11 @@ def test_the_builtin_algorithms_are_the_ones_listed_here():
 
 @pytest.mark.parametrize("algorithm", BUILTIN_ALGORITHMS)
 def test_every_builtin_algorithm_lists_the_tf_backend(algorithm):
-    expected = ["torch"] if algorithm in TORCH_ONLY else ["tf", "torch"]
+    expected = (
+        ["torch"] if algorithm in TORCH_ONLY else ["*"] if algorithm in FRAMEWORK_FREE else ["tf", "torch"]
+    )
     assert registry.load_algorithm(algorithm).capabilities()["backends"] == expected
+    assert registry.load_algorithm(algorithm).policy_class("tf") is not None
 
 
 # ----------------------------------------------------------------------------- trainers on tf

@@ -230,7 +230,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             mark(caps["continuous"]),
             mark(caps.get("multi_discrete", False)),
             mark(caps.get("composite", False)),
-            *[mark(b in caps["backends"]) for b in backends],
+            # a framework-free policy ("*") runs under every backend name, importing no framework
+            *[
+                "numpy"
+                if "*" in caps["backends"] and b not in caps["backends"]
+                else mark(b in caps["backends"])
+                for b in backends
+            ],
             mark(caps["multi_agent"]),
             mark(caps["recurrent"]),
         )

@@ -166,7 +166,8 @@ class WorkersConfig:
     )
     num_envs_per_worker: int = doc("Vectorized envs per rollout worker.", 8)
     rollout_fragment_length: int | Literal["auto"] = doc(
-        "Env steps per env in one sample() call. 'auto' = train_batch_size / (envs x workers).",
+        "Env steps per env in one sample() call. 'auto' = train_batch_size / (envs x workers) (200 for an "
+        "algorithm without train_batch_size).",
         "auto",
     )
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = doc(
@@ -251,8 +252,53 @@ class LoggingConfig:
 
 
 @dataclass
-class TrainingConfig:
-    """Hyperparameters every algorithm has. Algorithms subclass this with their own."""
+class BaseTrainingConfig:
+    """The keys the Trainer loop itself reads: every algorithm has these.
+
+    An algorithm that takes no gradient step (es, ars, a cross-entropy method)
+    derives its config class from this one, so its ``training`` section holds
+    only the keys it uses (``training.lr`` on such an algorithm is an unknown
+    key). Gradient-based algorithms derive from :class:`TrainingConfig`.
+    """
+
+    min_time_s_per_iteration: float = doc(
+        "An iteration repeats training steps until at least this many seconds have passed.", 0.0
+    )
+    min_env_steps_per_iteration: int = doc(
+        "An iteration repeats training steps until at least this many env steps were sampled.", 0
+    )
+    metrics_window: int = doc(
+        "Episode statistics are taken over the last N finished episodes (as SB3 and RLlib).", 100
+    )
+    evaluation_interval: int = doc(
+        "Every N iterations, run greedy evaluation episodes on separate envs and report "
+        "evaluation/episode_return_mean etc. (0: never).",
+        0,
+    )
+    evaluation_episodes: int = doc("Episodes per evaluation.", 10)
+    evaluation_video_every: int = doc(
+        "Every N evaluations, record one evaluation episode as an mp4 under the run folder's videos/ "
+        "and as a TensorBoard video (0: never). Needs pip install 'rlgear[video]' and an env that "
+        "renders rgb_array frames (gymnasium adapter).",
+        0,
+    )
+
+
+@dataclass
+class _BackendKeys:
+    """Keys a framework backend reads while it learns."""
+
+    eager: bool = doc(
+        "TF backend: run the learn step (and acting) eagerly instead of under tf.function; "
+        "slower, but errors point at the failing line (also RLGEAR_TF_EAGER=1). Ignored by torch.",
+        False,
+    )
+
+
+@dataclass
+class _GradientKeys:
+    """The keys of learning by gradient steps: the optimizer's (read by the backends' policies), the
+    discount, and the batch a step learns from (read by the default training step)."""
 
     gamma: float = doc("Discount factor.", 0.99)
     lr: float = doc("Learning rate.", 5e-4)
@@ -288,32 +334,14 @@ class TrainingConfig:
         10,
     )
     train_batch_size: int = doc("Env steps collected per training step.", 4000)
-    min_time_s_per_iteration: float = doc(
-        "An iteration repeats training steps until at least this many seconds have passed.", 0.0
-    )
-    min_env_steps_per_iteration: int = doc(
-        "An iteration repeats training steps until at least this many env steps were sampled.", 0
-    )
-    metrics_window: int = doc(
-        "Episode statistics are taken over the last N finished episodes (as SB3 and RLlib).", 100
-    )
-    evaluation_interval: int = doc(
-        "Every N iterations, run greedy evaluation episodes on separate envs and report "
-        "evaluation/episode_return_mean etc. (0: never).",
-        0,
-    )
-    evaluation_episodes: int = doc("Episodes per evaluation.", 10)
-    evaluation_video_every: int = doc(
-        "Every N evaluations, record one evaluation episode as an mp4 under the run folder's videos/ "
-        "and as a TensorBoard video (0: never). Needs pip install 'rlgear[video]' and an env that "
-        "renders rgb_array frames (gymnasium adapter).",
-        0,
-    )
-    eager: bool = doc(
-        "TF backend: run the learn step (and acting) eagerly instead of under tf.function; "
-        "slower, but errors point at the failing line (also RLGEAR_TF_EAGER=1). Ignored by torch.",
-        False,
-    )
+
+
+# The base classes in this order keep the fields in the order they always had (gradient keys, loop
+# keys, eager): dataclasses collect fields from the last base to the first.
+@dataclass
+class TrainingConfig(_BackendKeys, BaseTrainingConfig, _GradientKeys):
+    """Hyperparameters of every gradient-based algorithm: the loop's keys plus learning rate,
+    optimizer, gradient clipping and discount. Algorithms subclass this with their own."""
 
 
 @dataclass
@@ -349,6 +377,10 @@ class MultiAgentConfig:
     policies_to_train: list[str] | None = doc(
         "The policies that learn (the others act with their weights as they are); null: all.", None
     )
+
+
+#: ``workers.rollout_fragment_length: auto`` of an algorithm whose config has no ``train_batch_size``.
+AUTO_FRAGMENT_LENGTH = 200
 
 
 @dataclass
@@ -391,8 +423,11 @@ class RunConfig:
         w = self.workers
         if w.rollout_fragment_length != "auto":
             return int(w.rollout_fragment_length)
+        batch_size = getattr(self.training, "train_batch_size", None)
+        if batch_size is None:  # an algorithm that samples no fragments by batch size (es, ars)
+            return AUTO_FRAGMENT_LENGTH
         envs = w.num_envs_per_worker * max(1, w.num_workers)
-        return max(1, -(-int(self.training.train_batch_size) // envs))
+        return max(1, -(-int(batch_size) // envs))
 
 
 class _Loader(yaml.SafeLoader):
@@ -724,12 +759,15 @@ def check_ranges(config: RunConfig, fail) -> None:
         "workers.num_envs_per_worker": w.num_envs_per_worker,
         "workers.num_cpus_for_driver": w.num_cpus_for_driver,
         "workers.num_cpus_per_worker": w.num_cpus_per_worker,
-        "training.train_batch_size": config.training.train_batch_size,
         "training.metrics_window": config.training.metrics_window,
     }
     training = config.training
-    positive["training.lr"] = training.lr
-    positive["training.optimizer_epsilon"] = training.optimizer_epsilon
+    if hasattr(training, "train_batch_size"):
+        positive["training.train_batch_size"] = training.train_batch_size
+    gradient_keys = isinstance(training, _GradientKeys)  # a gradient-free algorithm has none of them
+    if gradient_keys:
+        positive["training.lr"] = training.lr
+        positive["training.optimizer_epsilon"] = training.optimizer_epsilon
     positive["training.evaluation_episodes"] = training.evaluation_episodes
     for i, size in enumerate(config.model.hidden_sizes):
         positive[f"model.hidden_sizes[{i}]"] = size
@@ -742,7 +780,7 @@ def check_ranges(config: RunConfig, fail) -> None:
                 "a custom model (model.custom) cannot be combined with the catalog LSTM: "
                 "put the recurrence in your own model, or drop model.custom",
             )
-    if training.grad_clip is not None:
+    if gradient_keys and training.grad_clip is not None:
         positive["training.grad_clip"] = training.grad_clip
     if w.rollout_fragment_length != "auto":
         positive["workers.rollout_fragment_length"] = w.rollout_fragment_length
@@ -789,6 +827,15 @@ def check_ranges(config: RunConfig, fail) -> None:
         raise fail("checkpoint.every", f"expected 0 or more, got {config.checkpoint.every}")
     if config.checkpoint.keep is not None and config.checkpoint.keep < 1:
         raise fail("checkpoint.keep", f"expected 1 or more (or null), got {config.checkpoint.keep}")
+    if gradient_keys:
+        check_gradient_keys(config, fail)
+    check_loggers(config.logging, fail)
+    if hasattr(config.training, "check"):
+        config.training.check(fail)
+
+
+def check_gradient_keys(config: RunConfig, fail) -> None:
+    """Range checks of the keys :class:`TrainingConfig` adds to :class:`BaseTrainingConfig`."""
     if not 0 <= config.training.gamma <= 1:
         raise fail("training.gamma", f"expected a number in [0, 1], got {config.training.gamma}")
     if config.training.lr_schedule is not None:
@@ -800,9 +847,6 @@ def check_ranges(config: RunConfig, fail) -> None:
                     f"training.lr_schedule[{i}]", f"the learning rate must not be negative, got {point[1]}"
                 )
     check_optimizer(config, fail)
-    check_loggers(config.logging, fail)
-    if hasattr(config.training, "check"):
-        config.training.check(fail)
 
 
 def check_loggers(logging: LoggingConfig, fail) -> None:

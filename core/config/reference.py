@@ -179,6 +179,15 @@ def common_markdown() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _backends_text(backends: list[str]) -> str:
+    if "*" in backends:  # a framework-free policy
+        others = [b for b in backends if b != "*"]
+        return "any (framework-free numpy policy" + (
+            f"; own policies for {', '.join(others)})" if others else ")"
+        )
+    return ", ".join(backends) or "none"
+
+
 def algorithm_markdown(algorithm: str) -> str:
     """The ``training`` section of ``algorithm``: every key its config class has, inherited ones too."""
     from rlgear.discovery import registry
@@ -199,7 +208,7 @@ def algorithm_markdown(algorithm: str) -> str:
         f"# `training` for `{algorithm}`",
         "",
         f"`algorithm: {algorithm}` ({trainer.__module__}.{trainer.__qualname__}, package {package}). "
-        f"Actions: {spaces}; backends: {', '.join(caps['backends']) or 'none'}.",
+        f"Actions: {spaces}; backends: {_backends_text(caps['backends'])}.",
         "",
     ]
     if trainer.description:

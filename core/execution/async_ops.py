@@ -54,15 +54,16 @@ class RequestPool:
     def empty(self) -> bool:
         return not self._refs
 
-    def issue(self, worker_id: int, count: int = 1) -> None:
-        """``count`` more requests to the live actor in ``worker_id``'s slot (none while it is pending)."""
+    def issue(self, worker_id: int, count: int = 1, args: tuple[Any, ...] = ()) -> None:
+        """``count`` more requests (each called with ``args``) to the live actor in ``worker_id``'s
+        slot (none while it is pending)."""
         handle = self.workers.remote_worker(worker_id)
         if handle is None:
             return
         if count > 0 and self.in_flight(worker_id) == 0:
             self._busy_since[worker_id] = time.monotonic()
         for _ in range(count):
-            self._refs[getattr(handle, self.method).remote()] = (worker_id, handle)
+            self._refs[getattr(handle, self.method).remote(*args)] = (worker_id, handle)
 
     def drop_replaced(self) -> list[int]:
         """Forget requests of handles no longer in their slot (replaced by another op); their slot ids."""
@@ -140,7 +141,9 @@ def _postprocessed(batch: SampleBatch | MultiAgentBatch) -> SampleBatch | MultiA
     return SampleBatch(writable(dict(batch)))
 
 
-def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleBatch, int]:
+def synchronous_remote_sample(
+    workers: Any, min_env_steps: int, with_episodes: bool = False
+) -> tuple[SampleBatch, int] | tuple[SampleBatch, int, list[dict[str, Any]]]:
     """One synchronous round set over the remote workers (the local evaluator only learns).
 
     Every live worker gets the same number of sample requests, fixed up front
@@ -150,6 +153,7 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     workers, so the batch holds only current-policy samples and each
     transition once. With no live worker it waits for one
     (:meth:`~rlgear.execution.evaluator.WorkerSet.wait_for_live_workers`).
+    ``with_episodes``: also return the summaries of the episodes the batch's samples finished.
     """
     workers.poll_replacements()
     if not workers.remote_worker_ids:
@@ -157,17 +161,17 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     ids = workers.remote_worker_ids
     per_round = workers.local_worker.steps_per_sample * len(ids)
     rounds = max(1, -(-min_env_steps // per_round))
-    pool = RequestPool(workers, "sample_with_count")
+    pool = RequestPool(workers, "sample_with_episodes" if with_episodes else "sample_with_count")
     owed = dict.fromkeys(ids, rounds)
     for worker_id in ids:
         pool.issue(worker_id, rounds)
-    arrived: list[tuple[int, SampleBatch]] = []
+    arrived: list[tuple[int, SampleBatch, list[dict[str, Any]]]] = []
     steps = 0
     while any(owed.values()):
-        for worker_id, (batch, count) in pool.wait(None, wait_for_all=True):
+        for worker_id, (batch, count, *episodes) in pool.wait(None, wait_for_all=True):
             owed[worker_id] -= 1
             workers.record_env_steps(worker_id, count)
-            arrived.append((worker_id, _postprocessed(batch)))
+            arrived.append((worker_id, _postprocessed(batch), episodes[0] if episodes else []))
             steps += count
         _reissue_owed(workers, pool, owed)
     # Concatenate in worker order, not arrival order: the learner's minibatch
@@ -176,7 +180,10 @@ def synchronous_remote_sample(workers: Any, min_env_steps: int) -> tuple[SampleB
     # actor runs its requests in the order they were issued, and a stable
     # sort keeps that order within a worker.)
     arrived.sort(key=lambda item: item[0])
-    return concat_any([batch for _, batch in arrived]), steps
+    batch = concat_any([batch for _, batch, _ in arrived])
+    if with_episodes:
+        return batch, steps, [summary for _, _, summaries in arrived for summary in summaries]
+    return batch, steps
 
 
 def _reissue_owed(workers: Any, pool: RequestPool, owed: dict[int, int]) -> None:
@@ -319,3 +326,60 @@ def apply_async_gradients(
             on_stats(stats)
         steps += count
     return steps
+
+
+def run_tasks(
+    workers: Any, fn: Callable[[Any, Any], tuple[Any, int]], tasks: list[Any]
+) -> tuple[list[Any], int]:
+    """``fn(evaluator, task) -> (value, env_steps)`` for every task, spread over the workers; the
+    values in task order and how many tasks were re-issued.
+
+    Without remote workers the local evaluator runs them in order. With them, task
+    ``i`` goes to the ``i``-th live worker (round robin, fixed up front, so a seeded
+    run assigns the same work to the same worker every time); a worker that dies
+    loses its unanswered tasks, which are re-issued to its replacement once it
+    answers, meanwhile to the live worker with the fewest open tasks. ``fn`` must
+    be importable by reference (a module-level function). Env steps are credited
+    (``record_env_steps``) only for results that arrive, as for sampling.
+    """
+    if not getattr(workers, "has_remote_workers", False):
+        return [fn(workers.local_worker, task)[0] for task in tasks], 0
+    workers.poll_replacements()
+    if not workers.remote_worker_ids:
+        workers.wait_for_live_workers()
+    pool = RequestPool(workers, "apply")
+    values: dict[int, Any] = {}
+    owner: dict[int, tuple[int, Any]] = {}  # open task -> (worker id, actor handle) it went to
+    reissued = 0
+
+    def issue(index: int, worker_id: int) -> None:
+        owner[index] = (worker_id, workers.remote_worker(worker_id))
+        pool.issue(worker_id, 1, (_indexed_task, fn, index, tasks[index]))
+
+    ids = workers.remote_worker_ids
+    for index in range(len(tasks)):
+        issue(index, ids[index % len(ids)])
+    while owner:
+        for worker_id, (index, value, steps) in pool.wait(None):
+            workers.record_env_steps(worker_id, steps)
+            values[index] = value
+            owner.pop(index, None)
+        workers.poll_replacements()
+        lost = sorted(i for i, (wid, handle) in owner.items() if workers.remote_worker(wid) is not handle)
+        for index in lost:  # its worker died (or hung and was replaced): the request is gone
+            live = workers.remote_worker_ids
+            if not live:
+                workers.wait_for_live_workers()
+                live = workers.remote_worker_ids
+            open_tasks = {wid: sum(1 for w, _ in owner.values() if w == wid) for wid in live}
+            worker_id = owner[index][0]
+            target = worker_id if worker_id in live else min(live, key=lambda wid: (open_tasks[wid], wid))
+            issue(index, target)
+            reissued += 1
+    return [values[index] for index in range(len(tasks))], reissued
+
+
+def _indexed_task(evaluator: Any, fn: Callable[[Any, Any], tuple[Any, int]], index: int, task: Any) -> Any:
+    """Runs in the worker: ``(index, value, env_steps)``, so the driver knows which task answered."""
+    value, steps = fn(evaluator, task)
+    return index, value, steps

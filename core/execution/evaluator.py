@@ -534,6 +534,29 @@ class Evaluator:
         self.reset(env_seed(self.config.seed, self.worker_index, epoch=10_001))
         return finished[:num_episodes]
 
+    def evaluate_population(
+        self, parameters: np.ndarray, episodes_per_candidate: int = 1, report_episodes: bool = False
+    ) -> Any:
+        """Whole episodes with each flat weight vector of ``parameters`` ``[N, P]``, every env slot
+        acting with its own candidate in one batched pass; a
+        :class:`~rlgear.execution.population.PopulationResult` (per-candidate returns and lengths, env
+        steps). See :func:`rlgear.execution.population.evaluate_population`."""
+        from rlgear.execution.population import evaluate_population
+
+        return evaluate_population(self, parameters, episodes_per_candidate, report_episodes)
+
+    def sample_with_episodes(self) -> tuple[SampleBatch | MultiAgentBatch, int, list[dict[str, Any]]]:
+        """:meth:`sample_with_count` plus the summaries of the episodes that ended during it.
+
+        Each summary has ``episode_return`` (every reward of the episode, the final step's
+        included) and ``length`` (its env steps), so an algorithm that needs them never
+        rebuilds them from fragments (whose LAST rows postprocessing may drop). The same
+        episodes still reach the run's metrics through :meth:`pop_metrics`.
+        """
+        before = len(self._finished)
+        batch, steps = self.sample_with_count()
+        return batch, steps, [dict(summary) for summary in self._finished[before:]]
+
     def compute_gradients(
         self, batch: SampleBatch | MultiAgentBatch
     ) -> tuple[dict[str, Any], dict[str, float]]:

@@ -62,9 +62,9 @@ class RemoteEvaluator:
     ):
         seed = worker_seed(config.seed, worker_index)
         if backend_class is None:
-            from rlgear.discovery import registry
+            from rlgear.backend import backend_class_for
 
-            backend_class = registry.load_backend(config.backend)
+            backend_class = backend_class_for(policy_class, config.backend)
         self.backend = backend_class()
         self.backend.setup(config.workers.num_cpus_per_worker, seed)
         from rlgear.discovery.hooks import make_plugin_manager
@@ -100,6 +100,14 @@ class RemoteEvaluator:
     # --- the evaluator's work --------------------------------------------------------
     def sample_with_count(self) -> tuple[SampleBatch, int]:
         return self.evaluator.sample_with_count()
+
+    def sample_with_episodes(self) -> tuple[SampleBatch, int, list[dict[str, Any]]]:
+        return self.evaluator.sample_with_episodes()
+
+    def evaluate_population(
+        self, parameters: np.ndarray, episodes_per_candidate: int = 1, report_episodes: bool = False
+    ) -> Any:
+        return self.evaluator.evaluate_population(parameters, episodes_per_candidate, report_episodes)
 
     def compute_gradients_with_count(self) -> tuple[dict[str, np.ndarray], dict[str, float], int]:
         """Sample one batch and return the policy's gradients on it (A3C's worker step)."""

@@ -56,6 +56,34 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
     return concat_any(batches), steps
 
 
+def synchronous_parallel_sample_with_episodes(
+    workers: Any, min_env_steps: int
+) -> tuple[SampleBatch, int, list[dict[str, Any]]]:
+    """:func:`synchronous_parallel_sample`, plus the summaries of the episodes that ended while sampling.
+
+    Each summary (``episode_return``: every reward, the final step's included; ``length``;
+    ``terminated``, ``truncated``, ``worker_index``, ...) comes from the evaluator that
+    stepped the env, so an algorithm never rebuilds returns from fragments. The episodes
+    still reach the run's metrics as usual.
+    """
+    if getattr(workers, "has_remote_workers", False):
+        from rlgear.execution.async_ops import synchronous_remote_sample
+
+        return synchronous_remote_sample(workers, min_env_steps, with_episodes=True)
+    per_round = sum(worker.steps_per_sample for worker in workers.workers())
+    rounds = max(1, math.ceil(min_env_steps / per_round))
+    batches: list[SampleBatch] = []
+    episodes: list[dict[str, Any]] = []
+    steps = 0
+    for _ in range(rounds):
+        for worker in workers.workers():
+            batch, count, finished = worker.sample_with_episodes()
+            batches.append(batch)
+            episodes.extend(finished)
+            steps += count
+    return concat_any(batches), steps, episodes
+
+
 def parallel_rollouts(workers: Any, mode: str = "sync") -> Iterator[tuple[SampleBatch, int]]:
     """An endless stream of ``(batch, env_steps)``, one round over all workers per item.
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rlgear import config as config_mod
+from rlgear.backend import backend_class_for
 from rlgear.config import RunConfig
 from rlgear.discovery import registry
 from rlgear.env import VideoRequest
@@ -140,7 +141,7 @@ def evaluate_checkpoint(
             env=dataclasses.replace(config.env, vectorization="sync"),
             workers=dataclasses.replace(config.workers, num_envs_per_worker=1),
         )
-    backend = registry.load_backend(config.backend)()
+    backend = backend_class_for(policy_cls, config.backend)()
     backend.setup(config.workers.num_cpus_for_driver, config.seed)
     from rlgear.execution.evaluator import Evaluator
 
@@ -316,7 +317,7 @@ def load(
         metadata = {**metadata, **spaces}
     trainer_cls = registry.load_algorithm(config.algorithm)
     policy_cls = trainer_cls.policy_class(config.backend)
-    backend = registry.load_backend(config.backend)()
+    backend = backend_class_for(policy_cls, config.backend)()
     backend.setup(config.workers.num_cpus_for_driver, config.seed)
     action_space = space_from_json(metadata["action_space"])
     # The checkpoint keeps the env's spaces; the policy was built with the preprocessed one.

@@ -3,14 +3,17 @@
 Per training step (Szita & Lorincz 2006, "Learning Tetris Using the Noisy
 Cross-Entropy Method"):
   1. draw ``population`` weight vectors from N(mean, std^2);
-  2. score each: run it for whole episodes (at least ``train_batch_size`` env
-     steps) and average their returns;
+  2. score each by the mean return of ``episodes_per_candidate`` whole episodes;
   3. refit mean and std to the ``elite_fraction`` best vectors (plus
      ``extra_std`` noise, decaying), and act with the mean.
 
-No gradient, so no framework: the policy is numpy. Registered with
-``rlgear.algorithms = cem = my_cem:CEM``; run with ``algorithm: cem`` and
-``workers.batch_mode: complete_episodes`` (check_config refuses anything else).
+No gradient, so no framework: the policy is rlgear's numpy MLP with no hidden
+layer, listed under ``"*"`` so it runs under any ``backend:`` value and the run
+imports neither torch nor tensorflow. The config derives from
+``BaseTrainingConfig``: no ``lr``, ``gamma`` or ``optimizer`` keys. The whole
+population is scored in one vectorized pass per worker (each env slot plays its
+own candidate), and the scores come back as episode returns.
+Registered with ``rlgear.algorithms = cem = my_cem:CEM``.
 """
 
 from __future__ import annotations
@@ -20,139 +23,70 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.config import RunConfig, TrainingConfig
+from rlgear.config import BaseTrainingConfig, RunConfig
 from rlgear.config.schema import doc
-from rlgear.execution.rollout_ops import synchronous_parallel_sample
-from rlgear.policy import Policy, PolicyState, action_dim, flatten_observations
-from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Discrete, flat_dim
+from rlgear.execution.population import parallel_evaluate_population
+from rlgear.numpy_policy import NumpyMLPPolicy
 from rlgear.trainer import Trainer
-from rlgear.value_ops import discounted_return
 
 
 @dataclass
-class CEMConfig(TrainingConfig):
-    train_batch_size: int = doc("Env steps (in whole episodes) that score one candidate.", 200)
+class CEMConfig(BaseTrainingConfig):
     population: int = doc("Candidate weight vectors per training step.", 16)
+    episodes_per_candidate: int = doc("Whole episodes that score one candidate (their mean return).", 2)
     elite_fraction: float = doc("Fraction of the candidates the distribution is refit to.", 0.25)
     init_std: float = doc("Initial standard deviation of every weight.", 1.0)
     extra_std: float = doc("Noise added to the refit std (decays linearly to 0).", 0.1)
     extra_std_decay_steps: int = doc("Training steps over which extra_std decays to 0.", 20)
+    report_episodes: int = doc("Episodes of the mean per step, for episode_return_mean.", 4)
 
     def check(self, fail) -> None:  # the training keys alone: types are already checked
         if self.population < 2:
             raise fail("training.population", f"expected 2 or more, got {self.population}")
         if not 0 < self.elite_fraction <= 1:
             raise fail("training.elite_fraction", f"expected a number in (0, 1], got {self.elite_fraction}")
+        if self.episodes_per_candidate < 1:
+            raise fail(
+                "training.episodes_per_candidate", f"expected 1 or more, got {self.episodes_per_candidate}"
+            )
 
 
-class LinearPolicy(Policy):
+class LinearPolicy(NumpyMLPPolicy):
     """``obs @ kernel + bias``: argmax for Discrete actions, the value itself for Box (clipped by rlgear)."""
 
-    def __init__(self, observation_space, action_space, config):
-        super().__init__(observation_space, action_space, config)
-        shape = (flat_dim(observation_space), action_dim(action_space))
-        self.weights = {
-            "policy/kernel": np.zeros(shape, np.float32),
-            "policy/bias": np.zeros(shape[1], np.float32),
-        }
-
-    def compute_actions(self, timestep, state=None, explore=True):
-        obs = flatten_observations(self.observation_space, timestep.observation)
-        out = obs @ self.weights["policy/kernel"] + self.weights["policy/bias"]
-        if isinstance(self.action_space, Discrete):
-            return out.argmax(axis=1), state, {}
-        return out.reshape(len(out), *self.action_space.shape), state, {}
-
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        return {}  # CEM learns in the trainer, by setting weights
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        return {name: value.copy() for name, value in self.weights.items()}
-
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        for name, value in self.weights.items():
-            if np.shape(weights[name]) != value.shape:  # check all before changing any
-                raise ValueError(
-                    f"weight '{name}' has shape {np.shape(weights[name])}, expected {value.shape}"
-                )
-        self.weights = {name: np.array(weights[name], np.float32) for name in self.weights}
-
-    def get_state(self) -> PolicyState:
-        arrays = {f"weights/{name}": value for name, value in self.get_weights().items()}
-        return PolicyState(arrays, {"global_timestep": self.global_timestep})
-
-    def set_state(self, state: PolicyState) -> None:
-        self.set_weights({k.removeprefix("weights/"): v for k, v in state.arrays.items()})
-        self.global_timestep = int(state.meta.get("global_timestep", 0))
+    def hidden_layer_sizes(self, config: RunConfig) -> list[int]:
+        return []
 
 
 class CEM(Trainer):
     name = "cem"
     description = "cross-entropy method over a linear policy's weights (numpy)"
     config_class = CEMConfig
-    # The numpy policy under every backend name: "numpy" (the backend plugin of
-    # docs/examples/my_numpy_backend.py) imports no framework; torch and tf import theirs, unused.
-    policies = {"numpy": "my_cem:LinearPolicy", "torch": "my_cem:LinearPolicy", "tf": "my_cem:LinearPolicy"}
+    policies = {"*": "my_cem:LinearPolicy"}  # framework-free: every backend name, no framework imported
     action_spaces = frozenset({"discrete", "continuous"})
-    # what `rlgear plugins --check cem` needs for its short runs (check_config refuses the default)
-    check_overrides = {"workers": {"batch_mode": "complete_episodes"}}
-
-    @classmethod
-    def check_config(cls, config: RunConfig) -> None:
-        if config.workers.batch_mode != "complete_episodes":
-            raise config.fail(
-                "workers.batch_mode", "cem scores candidates by whole episodes: set it to complete_episodes"
-            )
-
-    @staticmethod
-    def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
-        """One row per episode: its undiscounted return (the fragment is one whole episode, [T, 1])."""
-        rewards = fragment[SampleBatch.REWARDS]
-        returns = discounted_return(  # gamma 1, no bootstrap value: the plain sum of the episode's rewards
-            rewards, np.zeros_like(rewards), fragment[SampleBatch.STEP_TYPES], fragment[SampleBatch.DISCOUNTS]
-        )
-        return SampleBatch({"episode_return": returns[0], "episode_length": np.array([len(rewards) - 1])})
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
-        self.names = sorted(self.policy.get_weights())
-        flat = self._flatten(self.policy.get_weights())
-        self.mean = flat
-        self.std = np.full_like(flat, config.training.init_std)
+        self.layout = self.policy.layout  # weight dict <-> flat vector
+        self.mean = self.layout.flatten(self.policy.get_weights())
+        self.std = np.full_like(self.mean, config.training.init_std)
         self.rng = np.random.default_rng(config.seed)
         self.num_steps = 0
-
-    def _flatten(self, weights: dict[str, np.ndarray]) -> np.ndarray:
-        return np.concatenate([weights[name].ravel() for name in self.names])
-
-    def _unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        out, start = {}, 0
-        for name, value in self.policy.get_weights().items():
-            out[name] = flat[start : start + value.size].reshape(value.shape)
-            start += value.size
-        return out
-
-    def _use(self, flat: np.ndarray) -> None:
-        self.policy.set_weights(self._unflatten(flat))
-        self.workers.sync_weights()  # the remote workers act with these weights from their next sample
-        # Episodes still running began under the previous weights: drop them (not counted, not reported).
-        self.workers.foreach_worker(lambda worker: worker.reset())
 
     def training_step(self) -> dict[str, float]:
         training = self.config.training
         candidates = self.mean + self.std * self.rng.standard_normal((training.population, self.mean.size))
-        scores = np.empty(training.population)
-        for i, candidate in enumerate(candidates):
-            self._use(candidate)
-            rows, _ = synchronous_parallel_sample(self.workers, training.train_batch_size)
-            scores[i] = rows["episode_return"].mean()  # the episodes it played, all whole
+        scored = parallel_evaluate_population(self.workers, candidates, training.episodes_per_candidate)
+        scores = scored.returns.mean(axis=1)  # whole episodes, the final step's reward included
         num_elite = max(1, round(training.elite_fraction * training.population))
         elite = candidates[np.argsort(scores)[-num_elite:]]
         extra = training.extra_std * max(0.0, 1 - self.num_steps / training.extra_std_decay_steps)
         self.mean, self.std = elite.mean(axis=0), elite.std(axis=0) + extra
         self.num_steps += 1
-        self._use(self.mean)  # greedy evaluation and checkpoints use the mean
+        self.policy.set_weights(self.layout.unflatten(self.mean))  # greedy evaluation and checkpoints
+        self.workers.sync_weights()
+        if training.report_episodes:  # the mean's episodes are the run's episode_return_mean
+            parallel_evaluate_population(self.workers, self.mean[None], training.report_episodes, True)
         return {
             "score_mean": float(scores.mean()),
             "score_max": float(scores.max()),

@@ -1,11 +1,9 @@
 """numpy: a backend with no framework (a backend plugin).
 
 A backend owns a framework's threads, seeding and RNG state. This one owns only
-numpy's legacy global RNG (``np.random.seed`` / ``np.random.rand``), which is
-all a pure-numpy policy may draw from besides its own Generators. An algorithm
-whose policies are numpy lists its policy under this backend's name
-(``policies = {"numpy": "my_cem:LinearPolicy"}``) and its users write
-``backend: numpy``: the run then imports no framework at all.
+numpy's legacy global RNG (``np.random.seed`` / ``np.random.rand``): the smallest
+complete backend. (An algorithm whose policy is numpy needs no backend plugin: it
+lists the policy under ``"*"`` and rlgear's own ``NoFrameworkBackend`` stands in.)
 
 Registered with ``rlgear.backends = numpy = my_numpy_backend:NumpyBackend``.
 """

@@ -30,7 +30,7 @@ from rlgear.discovery.check._base import (
 def _check_algorithm(
     checks: _Checks, info: registry.PluginInfo, load_name: str, only_backend: str | None = None
 ) -> None:
-    from rlgear.config import TrainingConfig
+    from rlgear.config import BaseTrainingConfig
 
     cls = _load(checks, info, load_name)
     name = getattr(cls, "name", "")
@@ -45,14 +45,15 @@ def _check_algorithm(
     good_class = (
         isinstance(config_class, type)
         and dataclasses.is_dataclass(config_class)
-        and issubclass(config_class, TrainingConfig)
+        and issubclass(config_class, BaseTrainingConfig)
     )
     checks.add(
         "config_class",
         good_class,
         f"config_class = {getattr(config_class, '__qualname__', config_class)!r}"
         + ("" if good_class else ": not a dataclass deriving rlgear.config.TrainingConfig"),
-        "set config_class to a @dataclass subclass of rlgear.config.TrainingConfig holding your "
+        "set config_class to a @dataclass subclass of rlgear.config.TrainingConfig (or of "
+        "rlgear.config.BaseTrainingConfig, for an algorithm without gradient steps) holding your "
         "hyperparameters",
     )
     if good_class:
@@ -202,6 +203,8 @@ def _short_run_backend(checks: _Checks, cls: type, only_backend: str | None) -> 
     policies = getattr(cls, "policies", None)
     if not isinstance(policies, dict) or not policies:
         return None
+    if "*" in policies:  # framework-free: runs under any backend name, loading no backend plugin
+        return only_backend or "torch"
     if only_backend is not None:
         if only_backend not in policies:
             checks.add(
