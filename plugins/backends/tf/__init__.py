@@ -33,6 +33,7 @@ from rlgear.plugins.backends.tf.models import (
 from rlgear.plugins.backends.tf.offpolicy import OffPolicyTFPolicy, StackedMLP
 from rlgear.plugins.backends.tf.policy import TFPolicy
 from rlgear.plugins.backends.tf.runtime import tf  # every module imports tf via runtime
+from rlgear.plugins.backends.tf.target_network import TargetModel
 from rlgear.plugins.backends.tf.vtrace import VTraceTFPolicy, mean_over, vtrace
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "StackedMLP",
     "TFBackend",
     "TFPolicy",
+    "TargetModel",
     "VTraceTFPolicy",
     "actor_critic_loss",
     "build_model",

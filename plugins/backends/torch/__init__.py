@@ -22,6 +22,7 @@ from rlgear.plugins.backends.torch.losses import (
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, ConvEncoder, build_model, conv_encoder
 from rlgear.plugins.backends.torch.offpolicy import OffPolicyTorchPolicy, StackedMLP
 from rlgear.plugins.backends.torch.policy import TorchPolicy
+from rlgear.plugins.backends.torch.target_network import TargetModel
 from rlgear.plugins.backends.torch.vtrace import VTraceTorchPolicy, mean_over, vtrace
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "DiagGaussian",
     "OffPolicyTorchPolicy",
     "StackedMLP",
+    "TargetModel",
     "TorchBackend",
     "TorchPolicy",
     "VTraceTorchPolicy",
