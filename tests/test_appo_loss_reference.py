@@ -46,7 +46,9 @@ STAT_RTOL, STAT_ATOL = 1e-4, 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
 
 
-def target_weights(weights: dict[str, np.ndarray], seed: int = 7, scale: float = 0.25) -> dict[str, np.ndarray]:
+def target_weights(
+    weights: dict[str, np.ndarray], seed: int = 7, scale: float = 0.25
+) -> dict[str, np.ndarray]:
     """The learner's weights moved by seeded noise: a target network some updates behind."""
     rng = np.random.default_rng(seed)
     return {k: (v + scale * rng.normal(size=v.shape)).astype(np.float32) for k, v in weights.items()}
