@@ -192,3 +192,46 @@ def test_appo_trains_in_process_and_reports_its_learner_stats(tmp_path, backend)
         assert result["timesteps_total"] > 0
     finally:
         trainer.stop()
+
+
+# --- what comes with the shared V-trace machinery -------------------------------------------
+def test_appo_on_a_multi_agent_env_updates_every_trained_policys_target_network(tmp_path):
+    """Late-join env (agent streams of different lengths, padded): each policy learns and copies."""
+    from tests.test_impala_multi_agent import impala_config
+    from tests.test_multi_agent import independent
+
+    raw = impala_config(
+        multiagent=independent(),
+        training={"target_network_update_freq": 32, "min_env_steps_per_iteration": 200},
+    )
+    raw["algorithm"] = "appo"
+    raw["logging"] = {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"}
+    trainer = APPO(raw)
+    try:
+        result = trainer.train()
+        assert result["learner/num_target_updates"] >= 1
+        for pid in ("pa", "pb"):
+            policy = trainer.policy_map[pid]
+            assert policy.num_grad_updates > 0
+            np.testing.assert_equal(policy.get_target_weights(), policy.get_weights())  # copied each update
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_appo_trains_a_recurrent_policy_with_a_recurrent_target_network(tmp_path, backend):
+    config = run_config(
+        tmp_path, APPO, backend=backend,
+        training={"use_kl_loss": True, "target_network_update_freq": 64, "min_env_steps_per_iteration": 200},
+    )  # fmt: skip
+    config.model.lstm = True
+    trainer = APPO(config)
+    try:
+        policy = trainer.policy
+        assert policy.recurrent
+        assert any("lstm" in name for name in policy.get_target_weights())
+        result = trainer.train()
+        assert result["learner/num_target_updates"] >= 1
+        assert np.isfinite(result["learner/kl"]) and np.isfinite(result["learner/total_loss"])
+    finally:
+        trainer.stop()
