@@ -34,24 +34,25 @@ _AC_TORCH = "plugins/backends/torch/losses.py"
 _AC_TF = "plugins/backends/tf/losses.py"
 _DQN_TORCH = "plugins/algorithms/dqn/torch_policy.py"
 _DQN_TF = "plugins/algorithms/dqn/tf_policy.py"
-_IMPALA_TORCH = "plugins/algorithms/impala/torch_policy.py"
 _IMPALA_TF = "plugins/algorithms/impala/tf_policy.py"
+_VTRACE_TORCH = "plugins/backends/torch/vtrace.py"  # V-trace and the sequence unroll IMPALA uses
+_VTRACE_TF = "plugins/backends/tf/vtrace.py"
 
 MUTATIONS: list[Mutation] = [
     # --- issue 12's list --------------------------------------------------------------------
     Mutation(
         "ppo_surrogate_without_min_torch",
-        _PPO_TORCH,
-        "surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))",
-        "surrogate = advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)",
+        "plugins/backends/torch/losses.py",  # the clipped surrogate PPO and APPO share
+        "return torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))",
+        "return advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)",
         "PPO's surrogate without the min (clipped term only)",
         PPO_TESTS,
     ),
     Mutation(
         "ppo_surrogate_without_min_tf",
-        _PPO_TF,
-        "surrogate = tf.minimum(\n            advantages * ratio,",
-        "surrogate = tf.maximum(\n            advantages * ratio,",
+        "plugins/backends/tf/losses.py",
+        "return tf.minimum(advantages * ratio,",
+        "return tf.maximum(advantages * ratio,",
         "PPO's surrogate with max for min (TF)",
         PPO_TESTS,
     ),
@@ -300,9 +301,9 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "impala_learns_last_steps_torch",
-        _IMPALA_TORCH,
-        "learned = (step_types[:-1] != _LAST).to(values.dtype)",
-        "learned = (step_types[:-1] >= 0).to(values.dtype)",
+        _VTRACE_TORCH,
+        "return (self.time_major(batch, SB.STEP_TYPES)[:-1] != _LAST).to(dtype)",
+        "return (self.time_major(batch, SB.STEP_TYPES)[:-1] >= 0).to(dtype)",
         "IMPALA learns the LAST steps",
         IMPALA_TESTS,
     ),
@@ -317,8 +318,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "impala_ignores_lr_schedule_tf",
         _IMPALA_TF,
-        "class IMPALATFPolicy(TFPolicy):\n",
-        "class IMPALATFPolicy(TFPolicy):\n"
+        "class IMPALATFPolicy(VTraceTFPolicy):\n",
+        "class IMPALATFPolicy(VTraceTFPolicy):\n"
         "    def _current_lr(self) -> float:\n"
         "        return float(self.config.training.lr)\n\n",
         "IMPALA's TF policy steps with lr, ignoring lr_schedule",
@@ -326,7 +327,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "impala_vtrace_rho_clip_ignored_tf",
-        _IMPALA_TF,
+        _VTRACE_TF,
         "deltas = clipped(clip_rho_threshold) * (rewards[1:] + discounts[1:] * values[1:] - values[:-1])",
         "deltas = rhos * (rewards[1:] + discounts[1:] * values[1:] - values[:-1])",
         "V-trace value targets ignore rho-bar (TF)",
@@ -334,7 +335,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "impala_vtrace_lambda_ignored_torch",
-        _IMPALA_TORCH,
+        _VTRACE_TORCH,
         "cs = lambda_ * clipped(clip_c_threshold)",
         "cs = clipped(clip_c_threshold)",
         "V-trace ignores lambda",
@@ -342,15 +343,15 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "impala_gamma_ignored_torch",
-        _IMPALA_TORCH,
-        "discounts=batch[SB.DISCOUNTS].transpose(0, 1).to(values.dtype) * training.gamma,",
-        "discounts=batch[SB.DISCOUNTS].transpose(0, 1).to(values.dtype),",
+        _VTRACE_TORCH,
+        "discounts=self.time_major(batch, SB.DISCOUNTS).to(values.dtype) * training.gamma,",
+        "discounts=self.time_major(batch, SB.DISCOUNTS).to(values.dtype),",
         "IMPALA ignores gamma",
         IMPALA_TESTS,
     ),
     Mutation(
         "impala_pg_rho_uses_rho_bar_torch",
-        _IMPALA_TORCH,
+        _VTRACE_TORCH,
         "pg_advantages = clipped(clip_pg_rho_threshold) *",
         "pg_advantages = clipped(clip_rho_threshold) *",
         "policy-gradient advantages clipped with rho-bar instead of pg-rho-bar",
@@ -358,7 +359,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "impala_c_clip_ignored_tf",
-        _IMPALA_TF,
+        _VTRACE_TF,
         "cs = lambda_ * clipped(clip_c_threshold)",
         "cs = lambda_ * rhos",
         "V-trace trace coefficients ignore c-bar (TF)",

@@ -247,6 +247,17 @@ def logp_and_entropy(
     return logp, entropy
 
 
+def kl_divergence(p_inputs: np.ndarray, q_inputs: np.ndarray, continuous: bool) -> np.ndarray:
+    """``KL(p || q)`` per row of two Categoricals (logits) or two diagonal Gaussians (means, log-stds)."""
+    if not continuous:
+        log_p, log_q = categorical_log_probs(p_inputs), categorical_log_probs(q_inputs)
+        return (np.exp(log_p) * (log_p - log_q)).sum(axis=-1)
+    mean_p, log_std_p = np.split(p_inputs, 2, axis=-1)
+    mean_q, log_std_q = np.split(q_inputs, 2, axis=-1)
+    var_p, var_q = np.exp(2.0 * log_std_p), np.exp(2.0 * log_std_q)
+    return (log_std_q - log_std_p + (var_p + (mean_p - mean_q) ** 2) / (2.0 * var_q) - 0.5).sum(axis=-1)
+
+
 def normalized(x: np.ndarray) -> np.ndarray:
     """Mean 0, std 1 with the unbiased (n - 1) std and 1e-8 added to it, as the backends document."""
     return (x - x.mean()) / (x.std(ddof=1) + 1e-8)

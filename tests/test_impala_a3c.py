@@ -21,7 +21,7 @@ from rlgear.discovery import registry
 from rlgear.errors import ConfigError
 from rlgear.plugins.algorithms.a3c import A3C
 from rlgear.plugins.algorithms.impala import IMPALA
-from rlgear.plugins.algorithms.impala.torch_policy import vtrace as torch_vtrace
+from rlgear.plugins.backends.torch.vtrace import vtrace as torch_vtrace
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType
 from tests.conftest import BACKENDS, needs_tf
@@ -72,8 +72,8 @@ def test_torch_vtrace_matches_numpy_value_ops(clips):
 @needs_tf
 @pytest.mark.parametrize("clips", VTRACE_CLIPS)
 def test_tf_vtrace_matches_numpy_value_ops_eagerly_and_compiled_for_any_batch_size(clips):
-    from rlgear.plugins.algorithms.impala.tf_policy import vtrace as tf_vtrace
     from rlgear.plugins.backends.tf import tf
+    from rlgear.plugins.backends.tf.vtrace import vtrace as tf_vtrace
 
     rho, pg_rho, c, lam = clips
     kwargs = dict(clip_rho_threshold=rho, clip_pg_rho_threshold=pg_rho, clip_c_threshold=c, lambda_=lam)
@@ -95,8 +95,8 @@ def test_tf_vtrace_matches_numpy_value_ops_eagerly_and_compiled_for_any_batch_si
 
 @needs_tf
 def test_no_gradient_flows_through_tf_vtrace():
-    from rlgear.plugins.algorithms.impala.tf_policy import vtrace as tf_vtrace
     from rlgear.plugins.backends.tf import tf
+    from rlgear.plugins.backends.tf.vtrace import vtrace as tf_vtrace
 
     log_rhos, rewards, values, step_types, discounts = (
         tf.constant(x) for x in random_episodes(np.random.default_rng(0), T=6, B=2)

@@ -1,8 +1,9 @@
 """What a policy with target networks adds to the weights and the checkpoint state, written once.
 
 DQN, SAC, TD3 and DDPG keep target networks and their own acting generator beside
-the base policy's state. Every backend saves them the same way (target weights
-under ``target/``, the generator in the JSON meta), so a checkpoint restores
+the base policy's state; APPO keeps a target network only (it has no ``acting_rng``).
+Every backend saves them the same way (target weights under ``target/``, the
+generator in the JSON meta), so a checkpoint restores
 exactly and moves between backends. A backend's policy mixes this class in
 before its base policy and provides ``update_target(tau)``,
 ``get_target_weights()``, ``set_target_weights(weights)`` and
@@ -32,7 +33,8 @@ class TargetNetworkState:
         state = super().get_state()
         for name, value in self.get_target_weights().items():
             state.arrays[f"target/{name}"] = value
-        state.meta["acting_rng"] = self.acting_rng.bit_generator.state
+        if getattr(self, "acting_rng", None) is not None:  # APPO's policy acts with the base class' own
+            state.meta["acting_rng"] = self.acting_rng.bit_generator.state
         return state
 
     def set_state(self, state: PolicyState) -> None:
@@ -42,5 +44,5 @@ class TargetNetworkState:
         super().set_state(state)  # its set_weights() copies the online weights into the target
         if target:
             self.set_target_weights(target)
-        if "acting_rng" in state.meta:
+        if "acting_rng" in state.meta and getattr(self, "acting_rng", None) is not None:
             self.acting_rng.bit_generator.state = state.meta["acting_rng"]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.execution.schedules import piecewise_linear
-from rlgear.plugins.backends.tf import TFPolicy, masked_mean, normalize_advantages, tf
+from rlgear.plugins.backends.tf import TFPolicy, clipped_surrogate, masked_mean, normalize_advantages, tf
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
@@ -49,9 +49,7 @@ class PPOTFPolicy(TFPolicy):
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
             advantages = normalize_advantages(advantages, mask)
-        surrogate = tf.minimum(
-            advantages * ratio, advantages * tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip)
-        )
+        surrogate = clipped_surrogate(advantages, ratio, clip)
         policy_loss = -masked_mean(surrogate, mask)
 
         targets = batch[SB.VALUE_TARGETS]

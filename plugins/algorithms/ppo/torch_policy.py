@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rlgear.execution.schedules import piecewise_linear
-from rlgear.plugins.backends.torch import TorchPolicy, masked_mean, normalize_advantages
+from rlgear.plugins.backends.torch import TorchPolicy, clipped_surrogate, masked_mean, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
 
 
@@ -31,7 +31,7 @@ class PPOTorchPolicy(TorchPolicy):
         advantages = batch[SB.ADVANTAGES]
         if training.normalize_advantages:
             advantages = normalize_advantages(advantages, mask)
-        surrogate = torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
+        surrogate = clipped_surrogate(advantages, ratio, clip)
         policy_loss = -masked_mean(surrogate, mask)
 
         targets = batch[SB.VALUE_TARGETS]

@@ -14,7 +14,12 @@ from rlgear.plugins.backends.tf.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.tf.losses import actor_critic_loss, masked_mean, normalize_advantages
+from rlgear.plugins.backends.tf.losses import (
+    actor_critic_loss,
+    clipped_surrogate,
+    masked_mean,
+    normalize_advantages,
+)
 from rlgear.plugins.backends.tf.models import (
     ACTIVATIONS,
     ActorCriticMLP,
@@ -28,6 +33,8 @@ from rlgear.plugins.backends.tf.models import (
 from rlgear.plugins.backends.tf.offpolicy import OffPolicyTFPolicy, StackedMLP
 from rlgear.plugins.backends.tf.policy import TFPolicy
 from rlgear.plugins.backends.tf.runtime import tf  # every module imports tf via runtime
+from rlgear.plugins.backends.tf.target_network import TargetModel
+from rlgear.plugins.backends.tf.vtrace import VTraceTFPolicy, mean_over, vtrace
 
 __all__ = [
     "ACTIVATIONS",
@@ -41,12 +48,17 @@ __all__ = [
     "StackedMLP",
     "TFBackend",
     "TFPolicy",
+    "TargetModel",
+    "VTraceTFPolicy",
     "actor_critic_loss",
     "build_model",
+    "clipped_surrogate",
     "conv_encoder",
     "distribution_class",
     "masked_mean",
+    "mean_over",
     "named_variables",
     "normalize_advantages",
     "tf",
+    "vtrace",
 ]

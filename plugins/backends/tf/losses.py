@@ -51,3 +51,8 @@ def actor_critic_loss(
     entropy = masked_mean(dist.entropy(), mask)
     loss = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy
     return loss, {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+
+
+def clipped_surrogate(advantages: tf.Tensor, ratio: tf.Tensor, clip: Any) -> tf.Tensor:
+    """The torch backend's ``clipped_surrogate``: ``min(A r, A clip(r, 1 - eps, 1 + eps))`` per row."""
+    return tf.minimum(advantages * ratio, advantages * tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip))

@@ -13,10 +13,17 @@ from rlgear.plugins.backends.torch.distributions import (
     DiagGaussian,
     distribution_class,
 )
-from rlgear.plugins.backends.torch.losses import actor_critic_loss, masked_mean, normalize_advantages
+from rlgear.plugins.backends.torch.losses import (
+    actor_critic_loss,
+    clipped_surrogate,
+    masked_mean,
+    normalize_advantages,
+)
 from rlgear.plugins.backends.torch.models import ActorCriticMLP, ConvEncoder, build_model, conv_encoder
 from rlgear.plugins.backends.torch.offpolicy import OffPolicyTorchPolicy, StackedMLP
 from rlgear.plugins.backends.torch.policy import TorchPolicy
+from rlgear.plugins.backends.torch.target_network import TargetModel
+from rlgear.plugins.backends.torch.vtrace import VTraceTorchPolicy, mean_over, vtrace
 
 __all__ = [
     "ActorCriticMLP",
@@ -25,12 +32,17 @@ __all__ = [
     "DiagGaussian",
     "OffPolicyTorchPolicy",
     "StackedMLP",
+    "TargetModel",
     "TorchBackend",
     "TorchPolicy",
+    "VTraceTorchPolicy",
     "actor_critic_loss",
     "build_model",
+    "clipped_surrogate",
     "conv_encoder",
     "distribution_class",
     "masked_mean",
+    "mean_over",
     "normalize_advantages",
+    "vtrace",
 ]

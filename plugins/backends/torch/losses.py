@@ -60,3 +60,9 @@ def actor_critic_loss(
         "vf_loss": vf_loss.detach(),
         "entropy": entropy.detach(),
     }
+
+
+def clipped_surrogate(advantages: torch.Tensor, ratio: torch.Tensor, clip: float) -> torch.Tensor:
+    """PPO's clipped surrogate per row, ``min(A r, A clip(r, 1 - eps, 1 + eps))`` (Schulman et al. 2017,
+    eq. 7): the objective to maximise. PPO and APPO share it (APPO on V-trace advantages)."""
+    return torch.min(advantages * ratio, advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip))
