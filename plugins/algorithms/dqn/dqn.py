@@ -2,7 +2,7 @@
 
 Per training step (Mnih et al. 2015, Algorithm 1, with the Rainbow switches of
 Hessel et al. 2018 as config options):
-  1. act epsilon-greedily in the envs for ``env_steps_per_training_step`` env
+  1. act epsilon-greedily (with ``noisy``: greedily on freshly noised weights) in the envs for ``env_steps_per_training_step`` env
      steps and store the (n-step) transitions in the replay buffer;
   2. once ``learning_starts`` env steps were sampled, take
      ``round(sampled steps x training_intensity / train_batch_size)`` gradient
@@ -30,8 +30,8 @@ from rlgear.plugins.algorithms.dqn.config import DQNConfig
 class DQN(ReplayTrainer):
     name = "dqn"
     description = (
-        "Deep Q-Network with switches for double Q, dueling heads, n-step returns and "
-        "prioritized replay; discrete actions"
+        "Deep Q-Network with switches for double Q, dueling heads, n-step returns, "
+        "prioritized replay, distributional C51 and noisy nets (Rainbow); discrete actions"
     )
     config_class = DQNConfig
     policies = {
@@ -40,6 +40,17 @@ class DQN(ReplayTrainer):
     }
     action_spaces = frozenset({"discrete"})
     multi_agent = True  # a replay buffer per policy (ReplayTrainer)
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Noisy nets replace the catalog Q-network's dense layers: a ``model.custom`` network has none."""
+        super().check_config(config)
+        if config.training.noisy and config.model.custom:
+            raise config.fail(
+                "training.noisy",
+                f"noisy layers replace the dense layers of dqn's own Q-network; the custom model "
+                f"{config.model.custom} has to add its own (set training.noisy: false)",
+            )
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
