@@ -26,3 +26,21 @@ def test_dqn_solves_cartpole_greedy_evaluation_within_100k_env_steps():
     )
     assert result["evaluation/episode_return_mean"] >= 475, result
     assert result["timesteps_total"] <= 100_000 + 2_000
+
+
+@pytest.mark.slow
+def test_rainbow_solves_cartpole_greedy_evaluation_within_100k_env_steps():
+    """All six Rainbow components (double Q, dueling, prioritized replay, 3-step returns, C51, noisy nets).
+
+    Measured (torch, seed 0, 2 cores shared with 4 other busy processes): 16.3k env steps, 91 s.
+    """
+    result = train_until_stop(
+        DQN,
+        "rainbow-cartpole.yaml",
+        "seed=0",
+        "training.evaluation_interval=1",
+        "stop={evaluation/episode_return_mean: 475, timesteps_total: 100000}",
+    )
+    assert result["evaluation/episode_return_mean"] >= 475, result
+    assert result["timesteps_total"] <= 100_000 + 2_000
+    assert result["learner/epsilon"] == 0.0  # noisy nets explore, not epsilon
