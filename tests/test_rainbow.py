@@ -200,3 +200,56 @@ def test_c51_noisy_loss_and_priorities_match_between_backends_on_the_same_weight
     for key in ("total_loss", "mean_q", "mean_target_q", "mean_cross_entropy", "grad_gnorm"):
         assert stats[1][key] == pytest.approx(stats[0][key], rel=1e-4, abs=1e-5), key
     np.testing.assert_allclose(tf_policy.td_errors, torch_policy.td_errors, rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- custom models, multi-agent
+
+
+def test_a_custom_model_can_be_distributional_with_actions_times_atoms_outputs(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    import torch
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))
+    training = {"num_atoms": 5, "v_min": -1.0, "v_max": 1.0, "train_batch_size": 24}
+    config = resolve(tmp_path, "dqn", training, {"custom": "custom_models:TinyActorCritic"})
+    policy = make_policy(config, "torch", CARTPOLE_OBS, CARTPOLE_ACT)
+    assert policy.model.num_outputs == 2 * 5
+    obs = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+    with torch.no_grad():
+        logits = policy.model(torch.from_numpy(obs))[0].numpy().reshape(32, 2, 5)
+    probs = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+    greedy, _, _ = policy.compute_actions(timestep(obs), explore=False)
+    np.testing.assert_array_equal(greedy, (probs @ np.linspace(-1, 1, 5)).argmax(axis=-1))
+    stats = policy.learn_on_batch(transitions())
+    assert np.isfinite(stats["mean_cross_entropy"]) and (policy.td_errors > 0).all()
+
+
+def test_multi_agent_policies_can_differ_in_their_rainbow_switches(tmp_path):
+    """One policy C51 + noisy, the other plain DQN, in one run (a replay buffer and a loss each)."""
+    from rlgear.discovery import registry
+
+    raw = {
+        "algorithm": "dqn",
+        "env": {"adapter": "vector", "name": "tests.multi_agent_envs:make_match"},
+        "workers": {"num_envs_per_worker": 4},
+        "model": {"hidden_sizes": [16]},
+        "training": {"learning_starts": 64, "target_network_update_freq": 64},
+        "multiagent": {
+            "policies": {"pa": {"training": RAINBOW}, "pb": {}},
+            "policy_mapping": {"a": "pa", "b": "pb"},
+        },
+        "seed": 1,
+        "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
+    }
+    trainer = registry.load_algorithm("dqn")(raw)
+    try:
+        for _ in range(3):
+            result = trainer.train()
+        pa, pb = trainer.policy_map["pa"], trainer.policy_map["pb"]
+        assert "q/value/kernel_sigma" in pa.get_weights() and "q/value/kernel" in pb.get_weights()
+        assert result["learner/pa/num_grad_updates"] > 0 and result["learner/pb/num_grad_updates"] > 0
+        assert "learner/pa/mean_cross_entropy" in result and "learner/pb/mean_td_error" in result
+        assert result["learner/pa/epsilon"] == 0.0 and result["learner/pb/epsilon"] > 0.0
+    finally:
+        trainer.stop()
