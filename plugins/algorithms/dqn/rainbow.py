@@ -18,6 +18,12 @@ def atom_support(num_atoms: int, v_min: float, v_max: float) -> np.ndarray:
     return np.linspace(v_min, v_max, num_atoms, dtype=np.float64).astype(np.float32)
 
 
+def expected_q(logits: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """``[B, actions]`` means ``sum_i p_i z_i`` of the C51 distributions with logits ``[B, actions, atoms]``."""
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return (probs / probs.sum(axis=-1, keepdims=True)) @ support
+
+
 def scaled_noise(x: np.ndarray) -> np.ndarray:
     """``f(x) = sign(x) sqrt(|x|)``, the factorised noise transform of Fortunato et al. 2018, eq. 11."""
     return np.sign(x) * np.sqrt(np.abs(x))

@@ -14,7 +14,13 @@ import numpy as np
 from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.execution.target_network import TargetNetworkState
-from rlgear.plugins.algorithms.dqn.rainbow import NoiseRngState, atom_support, resample_noise, zero_noise
+from rlgear.plugins.algorithms.dqn.rainbow import (
+    NoiseRngState,
+    atom_support,
+    expected_q,
+    resample_noise,
+    zero_noise,
+)
 from rlgear.plugins.backends.tf import (
     ACTIVATIONS,
     ConvEncoder,
@@ -173,7 +179,8 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
         self.target_model = None
         training = config.training
         self.num_atoms = int(training.num_atoms)
-        self.support = tf.constant(atom_support(self.num_atoms, training.v_min, training.v_max))
+        self.atoms = atom_support(self.num_atoms, training.v_min, training.v_max)  # numpy, for acting
+        self.support = tf.constant(self.atoms)
         #: Draws the noisy layers' noise (the same stream on every backend).
         self.noise_rng = np.random.default_rng(None if config.seed is None else [config.seed, 0x4E])
         super().__init__(observation_space, action_space, config)  # builds make_model()'s Q-network
@@ -242,8 +249,8 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
         self.set_noise(explore)
         outputs, _ = self._forward(tf.convert_to_tensor(self.preprocess(timestep.observation)))
         q_values = outputs.numpy()
-        if self.num_atoms > 1:
-            q_values = self.q_values(outputs).numpy()
+        if self.num_atoms > 1:  # in numpy: a few eager TF ops per acting step cost more than the math
+            q_values = expected_q(q_values.reshape(len(q_values), -1, self.num_atoms), self.atoms)
         epsilon = self.epsilon() if explore else 0.0
         actions = epsilon_greedy_actions(q_values, epsilon, self.acting_rng, timestep.action_mask)
         return actions, state, {}
