@@ -110,7 +110,7 @@ class QNetwork(nn.Module):
         super().__init__()
         ortho = model_config.orthogonal_init
 
-        def dense(in_dim: int, out_dim: int, gain: float) -> nn.Module:
+        def dense(in_dim: int, out_dim: int, gain: float | None) -> nn.Module:
             return NoisyLinear(in_dim, out_dim, sigma0) if noisy else _linear(in_dim, out_dim, gain)
 
         self.encoder = encoder
