@@ -253,3 +253,25 @@ def test_multi_agent_policies_can_differ_in_their_rainbow_switches(tmp_path):
         assert result["learner/pa/epsilon"] == 0.0 and result["learner/pb/epsilon"] > 0.0
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize(("key", "value"), [("num_atoms", 21), ("noisy", False), ("v_max", 7.0)])
+def test_reset_config_refuses_a_change_of_the_q_networks_shape_or_support(tmp_path, key, value):
+    from rlgear.plugins.algorithms.dqn import DQN
+
+    raw = {
+        "algorithm": "dqn",
+        "seed": 0,
+        "env": {"name": "CartPole-v1"},
+        "workers": {"num_envs_per_worker": 2},
+        "model": {"hidden_sizes": [8]},
+        "training": dict(RAINBOW),
+        "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
+    }
+    trainer = DQN(raw)
+    try:
+        assert trainer.reset_config({**raw, "training": {**RAINBOW, "lr": 5e-4}})  # a loss setting: taken
+        assert not trainer.reset_config({**raw, "training": {**RAINBOW, "lr": 5e-4, key: value}})
+        assert trainer.config.training.lr == 5e-4 and getattr(trainer.config.training, key) == RAINBOW[key]
+    finally:
+        trainer.stop()

@@ -20,11 +20,16 @@ periodic target update.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
+
+# The Q-network's shape and the C51 support are fixed when a policy is built: reset_config() refuses them.
+NETWORK_KEYS = ("dueling", "num_atoms", "v_min", "v_max", "noisy")
 
 
 class DQN(ReplayTrainer):
@@ -75,6 +80,15 @@ class DQN(ReplayTrainer):
             self.last_target_update = timesteps
             self.num_target_updates += 1
         return {}
+
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """As :meth:`ReplayTrainer.reset_config`; False also when the Q-network would have to change."""
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.training, new_config.training
+        if any(getattr(old, key) != getattr(new, key) for key in NETWORK_KEYS):
+            return False
+        return super().reset_config(new_config)
 
     # --- checkpoints -----------------------------------------------------------------------
     def get_algorithm_state(self) -> dict[str, Any]:
