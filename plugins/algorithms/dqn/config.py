@@ -37,6 +37,32 @@ class DQNConfig(ReplayConfig):
         "on the shared hidden layers.",
         True,
     )
+    num_atoms: int = doc(
+        "Distributional Q-learning, C51 (Bellemare et al. 2017): the number of atoms of each action's "
+        "return distribution on the fixed support linspace(v_min, v_max, num_atoms), learned by "
+        "cross-entropy to the projected n-step target (td_error_loss_fn and huber_delta are then "
+        "unused). 1 is off: one Q-value per action.",
+        1,
+    )
+    v_min: float = doc(
+        "Lowest atom of the C51 support (num_atoms > 1); returns below it count as v_min.", -10.0
+    )
+    v_max: float = doc(
+        "Highest atom of the C51 support (num_atoms > 1); returns above it count as v_max.", 10.0
+    )
+    noisy: bool = doc(
+        "Noisy nets (Fortunato et al. 2018): every dense layer of the Q-network (not the conv trunk) is a "
+        "factorised Gaussian noisy layer, with fresh noise at every acting and every training step. They "
+        "replace epsilon-greedy exploration: with noisy on, epsilon is 0 (the epsilon_* keys are unused) "
+        "and greedy evaluation acts on the mean weights.",
+        False,
+    )
+    sigma0: float = doc(
+        "Initial noise scale of the noisy layers: each sigma starts at sigma0 / sqrt(inputs) "
+        "(Fortunato et al. 2018, factorised noise: 0.5).",
+        0.5,
+    )
+
     # --- exploration ------------------------------------------------------------------
     epsilon_initial: float = doc("Probability of a random action at the start.", 1.0)
     epsilon_final: float = doc("Probability of a random action after epsilon_timesteps.", 0.02)
@@ -66,5 +92,17 @@ class DQNConfig(ReplayConfig):
         for key in ("epsilon_initial", "epsilon_final"):
             if not 0 <= getattr(self, key) <= 1:
                 raise fail(f"training.{key}", f"expected a number in [0, 1], got {getattr(self, key)}")
+        if self.num_atoms < 1:
+            raise fail(
+                "training.num_atoms",
+                f"expected 1 (off: one Q-value per action) or more atoms (C51 uses 51), got {self.num_atoms}",
+            )
+        if self.num_atoms > 1 and not self.v_min < self.v_max:
+            raise fail(
+                "training.v_min",
+                f"the C51 support needs v_min < v_max, got v_min {self.v_min} and v_max {self.v_max}",
+            )
+        if self.sigma0 <= 0:
+            raise fail("training.sigma0", f"expected a positive number, got {self.sigma0}")
         if not 0 < self.tau <= 1:
             raise fail("training.tau", f"expected a number in (0, 1] (1.0 is a hard copy), got {self.tau}")

@@ -2,7 +2,7 @@
 
 Per training step (Mnih et al. 2015, Algorithm 1, with the Rainbow switches of
 Hessel et al. 2018 as config options):
-  1. act epsilon-greedily in the envs for ``env_steps_per_training_step`` env
+  1. act epsilon-greedily (with ``noisy``: greedily on freshly noised weights) in the envs for ``env_steps_per_training_step`` env
      steps and store the (n-step) transitions in the replay buffer;
   2. once ``learning_starts`` env steps were sampled, take
      ``round(sampled steps x training_intensity / train_batch_size)`` gradient
@@ -20,18 +20,23 @@ periodic target update.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
+
+# The Q-network's shape and the C51 support are fixed when a policy is built: reset_config() refuses them.
+NETWORK_KEYS = ("dueling", "num_atoms", "v_min", "v_max", "noisy")
 
 
 class DQN(ReplayTrainer):
     name = "dqn"
     description = (
-        "Deep Q-Network with switches for double Q, dueling heads, n-step returns and "
-        "prioritized replay; discrete actions"
+        "Deep Q-Network with switches for double Q, dueling heads, n-step returns, "
+        "prioritized replay, distributional C51 and noisy nets (Rainbow); discrete actions"
     )
     config_class = DQNConfig
     policies = {
@@ -40,6 +45,17 @@ class DQN(ReplayTrainer):
     }
     action_spaces = frozenset({"discrete"})
     multi_agent = True  # a replay buffer per policy (ReplayTrainer)
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Noisy nets replace the catalog Q-network's dense layers: a ``model.custom`` network has none."""
+        super().check_config(config)
+        if config.training.noisy and config.model.custom:
+            raise config.fail(
+                "training.noisy",
+                f"noisy layers replace the dense layers of dqn's own Q-network; the custom model "
+                f"{config.model.custom} has to add its own (set training.noisy: false)",
+            )
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
@@ -64,6 +80,15 @@ class DQN(ReplayTrainer):
             self.last_target_update = timesteps
             self.num_target_updates += 1
         return {}
+
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """As :meth:`ReplayTrainer.reset_config`; False also when the Q-network would have to change."""
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.training, new_config.training
+        if any(getattr(old, key) != getattr(new, key) for key in NETWORK_KEYS):
+            return False
+        return super().reset_config(new_config)
 
     # --- checkpoints -----------------------------------------------------------------------
     def get_algorithm_state(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from torch.nn import functional as F
 from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.execution.target_network import TargetNetworkState
+from rlgear.plugins.algorithms.dqn.rainbow import NoiseRngState, atom_support, resample_noise, zero_noise
 from rlgear.plugins.backends.torch import ConvEncoder, TorchPolicy, build_model, conv_encoder
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
 from rlgear.policy import epsilon_greedy_actions
@@ -34,6 +35,40 @@ def _linear(in_dim: int, out_dim: int, gain: float | None) -> nn.Linear:
     return linear
 
 
+class NoisyLinear(nn.Module):
+    """A factorised Gaussian noisy linear layer (Fortunato et al. 2018, sec. 3.2)::
+
+        y = x @ (kernel_mu + kernel_sigma * outer(noise_in, noise_out)) + bias_mu + bias_sigma * noise_out
+
+    The noise is set from outside (:meth:`set_noise`, drawn by ``rainbow.resample_noise``) and is
+    not a weight. Kernels are stored ``[in, out]``, the neutral layout, so they need no transposing.
+    Initialised as the paper's factorised case: mu uniform in ``±1/sqrt(in)``, sigma ``sigma0/sqrt(in)``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, sigma0: float):
+        super().__init__()
+        self.in_dim, self.out_dim = in_dim, out_dim
+        bound = 1.0 / math.sqrt(in_dim)
+        self.kernel_mu = nn.Parameter(torch.empty(in_dim, out_dim).uniform_(-bound, bound))
+        self.kernel_sigma = nn.Parameter(torch.full((in_dim, out_dim), sigma0 * bound))
+        self.bias_mu = nn.Parameter(torch.empty(out_dim).uniform_(-bound, bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_dim,), sigma0 * bound))
+        self.register_buffer("noise_in", torch.zeros(in_dim), persistent=False)
+        self.register_buffer("noise_out", torch.zeros(out_dim), persistent=False)
+
+    def set_noise(self, noise_in: np.ndarray, noise_out: np.ndarray) -> None:
+        self.noise_in.copy_(torch.from_numpy(noise_in))
+        self.noise_out.copy_(torch.from_numpy(noise_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x @ (mu + sigma * outer(e_in, e_out)) = x @ mu + ((x * e_in) @ sigma) * e_out: no [in, out] noise
+        noise = ((x * self.noise_in) @ self.kernel_sigma) * self.noise_out
+        return x @ self.kernel_mu + noise + self.bias_mu + self.bias_sigma * self.noise_out
+
+    def weight_names(self, prefix: str) -> dict[str, str]:
+        return {name: f"{prefix}/{name}" for name in ("kernel_mu", "kernel_sigma", "bias_mu", "bias_sigma")}
+
+
 class QNetwork(nn.Module):
     """An MLP from observations to one Q-value per action.
 
@@ -48,10 +83,17 @@ class QNetwork(nn.Module):
     Image observations go through the conv trunk first (``model.conv_filters``,
     as in Mnih et al. 2015).
 
+    With ``num_atoms`` > 1 (C51, Bellemare et al. 2017) each action has ``num_atoms``
+    logits of its return distribution, flat ``[B, actions * num_atoms]`` (action-major);
+    dueling then combines the streams per atom, ``V_i + A_ai - mean_a A_ai`` (Hessel et
+    al. 2018, sec. 3). With ``noisy``, every dense layer is a :class:`NoisyLinear`
+    (Fortunato et al. 2018), listed in :meth:`noisy_layers`.
+
     Framework-neutral weight names: ``q/conv_<i>/{kernel,bias}`` (images only),
     ``q/hidden_<i>/{kernel,bias}``, then ``q/output/...`` or, dueling,
     ``q/value/...`` and ``q/advantage/...``; kernels are ``[in, out]`` (conv:
-    ``[kh, kw, in, out]``).
+    ``[kh, kw, in, out]``). Noisy layers have ``{kernel,bias}_{mu,sigma}`` instead of
+    ``{kernel,bias}``.
     """
 
     def __init__(
@@ -61,25 +103,33 @@ class QNetwork(nn.Module):
         model_config: Any,
         dueling: bool,
         encoder: ConvEncoder | None = None,
+        num_atoms: int = 1,
+        noisy: bool = False,
+        sigma0: float = 0.5,
     ):
         super().__init__()
         ortho = model_config.orthogonal_init
+
+        def dense(in_dim: int, out_dim: int, gain: float | None) -> nn.Module:
+            return NoisyLinear(in_dim, out_dim, sigma0) if noisy else _linear(in_dim, out_dim, gain)
+
         self.encoder = encoder
         layers: list[nn.Module] = []
         in_dim = obs_dim if encoder is None else encoder.output_dim
         for size in model_config.hidden_sizes:
             layers += [
-                _linear(in_dim, size, math.sqrt(2) if ortho else None),
+                dense(in_dim, size, math.sqrt(2) if ortho else None),
                 ACTIVATIONS[model_config.activation](),
             ]
             in_dim = size
         self.hidden = nn.Sequential(*layers)
         self.dueling = dueling
+        self.num_actions, self.num_atoms = num_actions, num_atoms
         if dueling:
-            self.value = _linear(in_dim, 1, 1.0 if ortho else None)
-            self.advantage = _linear(in_dim, num_actions, 1.0 if ortho else None)
+            self.value = dense(in_dim, num_atoms, 1.0 if ortho else None)
+            self.advantage = dense(in_dim, num_actions * num_atoms, 1.0 if ortho else None)
         else:
-            self.output = _linear(in_dim, num_actions, 1.0 if ortho else None)
+            self.output = dense(in_dim, num_actions * num_atoms, 1.0 if ortho else None)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, None]:
         if self.encoder is not None:
@@ -87,22 +137,52 @@ class QNetwork(nn.Module):
         features = self.hidden(obs)
         if not self.dueling:
             return self.output(features), None
-        advantages = self.advantage(features)
-        return self.value(features) + advantages - advantages.mean(dim=-1, keepdim=True), None
+        shape = (-1, self.num_actions, self.num_atoms)  # per atom: the mean runs over actions
+        advantages = self.advantage(features).reshape(shape)
+        values = self.value(features).reshape(-1, 1, self.num_atoms)
+        q = values + advantages - advantages.mean(dim=1, keepdim=True)
+        return q.reshape(-1, self.num_actions * self.num_atoms), None
+
+    def noisy_layers(self) -> list[NoisyLinear]:
+        """The noisy layers in a fixed order (hidden layers, then the heads), the order noise is drawn in."""
+        heads = [self.value, self.advantage] if self.dueling else [self.output]
+        return [m for m in [*self.hidden, *heads] if isinstance(m, NoisyLinear)]
 
     def weight_names(self) -> dict[str, str]:
         names = {} if self.encoder is None else self.encoder.weight_names("q", "encoder")
-        linears = [i for i, module in enumerate(self.hidden) if isinstance(module, nn.Linear)]
-        for index, position in enumerate(linears):
-            names[f"hidden.{position}.weight"] = f"q/hidden_{index}/kernel"
-            names[f"hidden.{position}.bias"] = f"q/hidden_{index}/bias"
-        for head in ("value", "advantage") if self.dueling else ("output",):
-            names[f"{head}.weight"] = f"q/{head}/kernel"
-            names[f"{head}.bias"] = f"q/{head}/bias"
+        layers = [i for i, module in enumerate(self.hidden) if isinstance(module, nn.Linear | NoisyLinear)]
+        prefixes = {f"hidden.{position}": f"q/hidden_{index}" for index, position in enumerate(layers)}
+        prefixes.update(
+            {head: f"q/{head}" for head in (("value", "advantage") if self.dueling else ("output",))}
+        )
+        for module_name, prefix in prefixes.items():
+            module = self.get_submodule(module_name)
+            if isinstance(module, NoisyLinear):
+                names.update({f"{module_name}.{k}": v for k, v in module.weight_names(prefix).items()})
+            else:
+                names[f"{module_name}.weight"] = f"{prefix}/kernel"
+                names[f"{module_name}.bias"] = f"{prefix}/bias"
         return names
 
 
-class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
+def project_onto_support(
+    rewards: torch.Tensor, discounts: torch.Tensor, next_probs: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
+    """The C51 projection (Bellemare et al. 2017, Algorithm 1) of ``r + discount * z`` onto ``support``.
+
+    ``rewards`` ``[B]`` are n-step sums and ``discounts`` ``[B]`` are ``gamma**k``, 0 after a
+    terminal (no bootstrap: all mass lands on the atoms around ``r``) and ``gamma**k`` after a
+    truncation (bootstrap). Atom ``j`` of ``next_probs`` ``[B, atoms]`` moves to
+    ``clip(r + discount z_j, v_min, v_max)`` and splits between the two nearest atoms in
+    proportion to closeness, written as ``sum_j clip(1 - |Tz_j - z_i| / dz, 0, 1) p_j`` (as Dopamine).
+    """
+    delta = (support[-1] - support[0]) / (len(support) - 1)
+    moved = (rewards[:, None] + discounts[:, None] * support).clamp(support[0], support[-1])  # [B, j]
+    closeness = (1 - (moved[:, None, :] - support[None, :, None]).abs() / delta).clamp(min=0)  # [B, i, j]
+    return (closeness * next_probs[:, None, :]).sum(dim=-1)
+
+
+class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TorchPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
     Beyond the TorchPolicy contract it keeps a target network (updated by
@@ -122,25 +202,58 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
         # The target network starts as a copy of the online one (Mnih et al. 2015).
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
         self.acting_rng = np.random.default_rng(None if config.seed is None else config.seed + 1)
+        training = config.training
+        self.num_atoms = int(training.num_atoms)
+        self.support = torch.from_numpy(atom_support(self.num_atoms, training.v_min, training.v_max))
+        #: Draws the noisy layers' noise (the same stream on every backend).
+        self.noise_rng = np.random.default_rng(None if config.seed is None else [config.seed, 0x4E])
         #: |TD error| per row of the last learn_on_batch() batch, before that update.
         self.td_errors = np.zeros(0, dtype=np.float32)
 
     def make_model(self) -> nn.Module:
         model_config = self.config.model
-        if model_config.custom:  # its dist_inputs are read as the Q-values
-            return build_model(self.observation_space, self.action_space, self.num_outputs, model_config)
+        training = self.config.training
+        if model_config.custom:  # its dist_inputs are read as the Q-values (C51: the atoms' logits)
+            return build_model(
+                self.observation_space, self.action_space, self.num_outputs * training.num_atoms, model_config
+            )
         return QNetwork(
             flat_dim(self.observation_space),
             self.num_outputs,
             model_config,
-            self.config.training.dueling,
+            training.dueling,
             conv_encoder(self.observation_space, model_config),
+            num_atoms=training.num_atoms,
+            noisy=training.noisy,
+            sigma0=training.sigma0,
         )
+
+    # --- Rainbow: distributions and noise ---------------------------------------------
+    def atom_logits(self, outputs: torch.Tensor) -> torch.Tensor:
+        """The model's flat outputs as C51 logits ``[B, actions, num_atoms]``."""
+        return outputs.reshape(outputs.shape[0], -1, self.num_atoms)
+
+    def q_values(self, outputs: torch.Tensor) -> torch.Tensor:
+        """``[B, actions]``: the outputs themselves, or with C51 each distribution's mean ``sum_i p_i z_i``."""
+        if self.num_atoms == 1:
+            return outputs
+        return torch.softmax(self.atom_logits(outputs), dim=-1) @ self.support
+
+    def set_noise(self, explore: bool) -> None:
+        """Noisy nets: fresh noise for acting (``explore``), none (the mean weights) for greedy acting."""
+        if not self.config.training.noisy:
+            return
+        if explore:
+            resample_noise(self.model.noisy_layers(), self.noise_rng)
+        else:
+            zero_noise(self.model.noisy_layers())
 
     # --- acting -------------------------------------------------------------------
     def epsilon(self) -> float:
         """The probability of a random action at ``global_timestep`` (linear decay)."""
         training = self.config.training
+        if training.noisy:  # noisy nets explore instead (Fortunato et al. 2018)
+            return 0.0
         if self.global_timestep >= training.epsilon_timesteps:
             return float(training.epsilon_final)
         points = [[0, training.epsilon_initial], [training.epsilon_timesteps, training.epsilon_final]]
@@ -149,8 +262,9 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        self.set_noise(explore)
         with torch.inference_mode():
-            q_values, _ = self.model(self.preprocess(timestep.observation))
+            q_values = self.q_values(self.model(self.preprocess(timestep.observation))[0])
         epsilon = self.epsilon() if explore else 0.0
         actions = epsilon_greedy_actions(q_values.numpy(), epsilon, self.acting_rng, timestep.action_mask)
         return actions, state, {}
@@ -166,14 +280,20 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
         """One gradient step on ``batch`` (DQN's config has one SGD epoch of one minibatch).
 
         Afterwards :attr:`td_errors` holds ``|TD error|`` of every row of
-        ``batch``, in its order, from the forward pass before the update.
+        ``batch`` (C51: its cross-entropy, Rainbow's priority), in its order, from the
+        forward pass before the update.
         """
         self.td_errors = np.zeros(len(batch), dtype=np.float32)
+        if self.config.training.noisy:  # fresh noise per training step, independent for the target
+            resample_noise(self.model.noisy_layers(), self.noise_rng)
+            resample_noise(self.target_model.noisy_layers(), self.noise_rng)
         rows = SB(batch)
         rows[_ROW] = np.arange(len(batch))
         return super().learn_on_batch(rows)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if self.num_atoms > 1:
+            return self.distributional_loss(batch)
         training = self.config.training
         obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
         if training.double_q:  # one online pass over obs and next_obs: it also picks the next action
@@ -211,6 +331,45 @@ class DQNTorchPolicy(TargetNetworkState, TorchPolicy):
             "mean_q": q_taken.detach().mean(),
             "mean_target_q": targets.mean(),
             "mean_td_error": abs_td.mean(),
+        }
+
+    def distributional_loss(
+        self, batch: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """C51 (Bellemare et al. 2017, Algorithm 1) on n-step rows: cross-entropy of the taken action's
+        distribution to the target distribution projected onto the support."""
+        training = self.config.training
+        obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
+        online, _ = self.model(torch.cat([obs, next_obs]))
+        logits = self.atom_logits(online[: len(obs)])
+        actions = batch[SB.ACTIONS].long()
+        log_probs = torch.log_softmax(logits[torch.arange(len(obs)), actions], dim=-1)  # [B, atoms]
+        with torch.no_grad():
+            next_probs = torch.softmax(self.atom_logits(self.target_model(next_obs)[0]), dim=-1)
+            # Double Q: the online network's expected Q picks the next action; else the target's.
+            chooser = self.q_values(online[len(obs) :]) if training.double_q else next_probs @ self.support
+            next_mask = batch.get(NEXT_ACTION_MASK)
+            if next_mask is not None:
+                chooser = chooser.masked_fill(~next_mask, float("-inf"))
+            next_actions = chooser.argmax(dim=1)
+            target_probs = project_onto_support(
+                batch[SB.REWARDS].float(),
+                batch[SB.DISCOUNTS].float(),
+                next_probs[torch.arange(len(obs)), next_actions],
+                self.support,
+            )
+        cross_entropy = -(target_probs * log_probs).sum(dim=-1)
+        per_row = cross_entropy
+        if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
+            per_row = per_row * batch[WEIGHTS].to(per_row.dtype)
+        loss = per_row.mean()
+        cross_entropy = cross_entropy.detach()
+        self.td_errors[batch[_ROW].numpy()] = cross_entropy.numpy()  # Rainbow's priority
+        q_taken = (log_probs.detach().exp() @ self.support).mean()
+        return loss, {
+            "mean_q": q_taken,
+            "mean_target_q": (target_probs @ self.support).mean(),
+            "mean_cross_entropy": cross_entropy.mean(),
         }
 
     # --- the target network ---------------------------------------------------------
