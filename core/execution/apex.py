@@ -74,6 +74,8 @@ class ApexTrainer(ReplayTrainer):
     """
 
     multi_agent = False  # one policy: the shards hold one policy's transitions
+    #: ``rlgear plugins --check``'s short run needs a Ray worker (check_config refuses 0)
+    check_overrides = {"workers": {"num_workers": 1}}
 
     @classmethod
     def check_config(cls, config: RunConfig) -> None:
