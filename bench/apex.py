@@ -55,7 +55,7 @@ def config_for(algorithm: str, num_workers: int, learning_starts: int) -> Any:
             "training_intensity": 8,
             "learning_starts": learning_starts,
             "buffer_size": 200_000,
-            "min_env_steps_per_iteration": 0,
+            "min_env_steps_per_iteration": 1024,  # results (and episode metrics) per 1024 env steps
         },
         "logging": {"tensorboard": False, "progress": "none"},
     }
@@ -71,7 +71,7 @@ def main() -> None:
     from rlgear.discovery import registry
     from rlgear.execution.ray_session import init_ray, shutdown_ray
 
-    init_ray(num_cpus=4)  # logical CPUs: the 1- and 2-worker trainers both exist; one runs at a time
+    init_ray(num_cpus=6)  # logical CPUs: all 4 Ape-X trainers (6 workers) exist; one runs at a time
     dqn_cls, apex_cls = registry.load_algorithm("dqn"), registry.load_algorithm("apex")
     never = 10**9
     trainers = {

@@ -15,9 +15,10 @@ base's policies, losses and target-network updates are reused as they are. The f
   (``num_replay_shard_restarts`` in results).
 - **The learner** (the driver) takes ``training_intensity / train_batch_size`` gradient steps per
   sampled env step on minibatches requested ahead from the shards (round robin, up to
-  ``max_requests_in_flight_per_shard`` each), sends each minibatch's new ``|TD errors|`` back
-  to its shard, runs the base algorithm's :meth:`after_learning` (DQN's target update), and
-  broadcasts its weights to the workers every ``broadcast_interval`` gradient steps.
+  ``max_requests_in_flight_per_shard`` each), sends the minibatches' new ``|TD errors|`` back to
+  their shards (one call per shard per training step), runs the base algorithm's
+  :meth:`after_learning` (DQN's target update), and broadcasts its weights to the workers every
+  ``broadcast_interval`` gradient steps.
 
 A training step waits for at least one fragment; the workers go on sampling while the learner
 learns, so sampling and learning overlap. Checkpoints hold the weights, optimizer state and
@@ -148,8 +149,6 @@ class ApexTrainer(ReplayTrainer):
                 self._gradient_steps_owed -= stats["num_gradient_steps"]
                 if stats["num_gradient_steps"]:
                     stats.update(self.after_learning(timesteps))
-        self.replay_shard_sizes = self.replay_shards.sizes()
-        stats["replay_buffer_size"] = float(sum(self.replay_shard_sizes))
         return self.learner_stats({f"{self.policies_to_train[0]}/{k}": v for k, v in stats.items()})
 
     def learn_from_shards(self, num_gradient_steps: int, timesteps: int) -> dict[str, float]:
@@ -161,6 +160,8 @@ class ApexTrainer(ReplayTrainer):
         totals: dict[str, float] = {}
         done = 0
         empty: set[int] = set()  # shards that had nothing to sample this step
+        # New priorities per shard, sent in one call per shard at the end (not one per minibatch)
+        updates: dict[int, tuple[Any, list[np.ndarray], list[np.ndarray]]] = {}
         while done < num_gradient_steps:
             self._replay.fill(training.train_batch_size, beta, skip=empty)
             if self._replay.empty:
@@ -175,12 +176,16 @@ class ApexTrainer(ReplayTrainer):
                 totals[key] = totals.get(key, 0.0) + value
             td_errors = policy.td_errors
             finite = np.isfinite(td_errors)  # a skipped non-finite update keeps the old priorities
-            handle.update_priorities.remote(minibatch[BATCH_INDEXES][finite], td_errors[finite])
+            _, indexes, priorities = updates.setdefault(id(handle), (handle, [], []))
+            indexes.append(minibatch[BATCH_INDEXES][finite])
+            priorities.append(td_errors[finite])
             done += 1
             self._steps_since_broadcast += 1
             if self._steps_since_broadcast >= training.broadcast_interval:
                 self.workers.sync_weights()
                 self._steps_since_broadcast = 0
+        for handle, indexes, priorities in updates.values():  # fire and forget: a dead shard loses them
+            handle.update_priorities.remote(np.concatenate(indexes), np.concatenate(priorities))
         stats = {key: value / max(done, 1) for key, value in totals.items()}
         stats["num_grad_updates"] = float(policy.num_grad_updates)
         stats["num_gradient_steps"] = float(done)
@@ -188,7 +193,11 @@ class ApexTrainer(ReplayTrainer):
         return stats
 
     def train(self) -> dict[str, Any]:
+        """One iteration; the shards' sizes are asked once per iteration (a round trip to each shard,
+        which also finds a dead shard while the learner is not sampling yet)."""
         result = super().train()
+        self.replay_shard_sizes = self.replay_shards.sizes()
+        result["learner/replay_buffer_size"] = float(sum(self.replay_shard_sizes))
         result["num_replay_shard_restarts"] = self.replay_shards.num_restarts
         return result
 
