@@ -93,6 +93,7 @@ def main() -> None:
             while time.perf_counter() - start < args.seconds:
                 steps["dqn_in_process_sampling"] += sampler.sample_with_count()[1]
             seconds["dqn_in_process_sampling"] += time.perf_counter() - start
+            sampler.pop_metrics()  # else the DQN trainer would count these steps as its own
             for name, trainer in trainers.items():
                 before, start = trainer.timesteps_total, time.perf_counter()
                 while time.perf_counter() - start < args.seconds:
