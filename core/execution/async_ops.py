@@ -35,11 +35,15 @@ class RequestPool:
     Args:
         workers: the WorkerSet.
         method: the RemoteEvaluator method every request calls.
+        make_args: ``make_args(worker_id)`` gives each request's arguments (default: none);
+            called when the request is issued, so it can name a target that changes (Ape-X's
+            replay shard of the request).
     """
 
-    def __init__(self, workers: Any, method: str):
+    def __init__(self, workers: Any, method: str, make_args: Callable[[int], tuple[Any, ...]] | None = None):
         self.workers = workers
         self.method = method
+        self._make_args = make_args
         self._ray = workers._remote.ray
         self._refs: dict[Any, tuple[int, Any]] = {}  # ref -> (worker id, handle), in issue order
         self._busy_since: dict[int, float] = {}  # when the worker's oldest open request started
@@ -55,15 +59,16 @@ class RequestPool:
         return not self._refs
 
     def issue(self, worker_id: int, count: int = 1, args: tuple[Any, ...] = ()) -> None:
-        """``count`` more requests (each called with ``args``) to the live actor in ``worker_id``'s
-        slot (none while it is pending)."""
+        """``count`` more requests (each called with ``args``, or with ``make_args(worker_id)`` when the
+        pool has one) to the live actor in ``worker_id``'s slot (none while it is pending)."""
         handle = self.workers.remote_worker(worker_id)
         if handle is None:
             return
         if count > 0 and self.in_flight(worker_id) == 0:
             self._busy_since[worker_id] = time.monotonic()
         for _ in range(count):
-            self._refs[getattr(handle, self.method).remote(*args)] = (worker_id, handle)
+            call_args = args if self._make_args is None else self._make_args(worker_id)
+            self._refs[getattr(handle, self.method).remote(*call_args)] = (worker_id, handle)
 
     def drop_replaced(self) -> list[int]:
         """Forget requests of handles no longer in their slot (replaced by another op); their slot ids."""

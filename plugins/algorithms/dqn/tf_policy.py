@@ -264,6 +264,15 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
             resample_noise(self.target_model.noisy_layers(), self.noise_rng)
         return super().learn_on_batch(batch)
 
+    def compute_td_errors(self, batch: SB) -> np.ndarray:
+        """``|TD error|`` of every row of ``batch`` under the current networks, without learning.
+
+        Ape-X's rollout workers give their fragments these initial priorities before sending them
+        to replay (Horgan et al. 2018); the same :meth:`loss`, run eagerly without a gradient tape.
+        """
+        _, stats = self.loss(self.to_tensors(batch, self.learner_columns(self.loss_columns)))
+        return stats["td_errors"].numpy().astype(np.float32)
+
     def on_row_outputs(self, rows: np.ndarray, outputs: dict[str, np.ndarray]) -> None:
         self.td_errors[rows] = outputs["td_errors"]
 

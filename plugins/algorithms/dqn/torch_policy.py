@@ -291,6 +291,19 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TorchPolicy):
         rows[_ROW] = np.arange(len(batch))
         return super().learn_on_batch(rows)
 
+    def compute_td_errors(self, batch: SB) -> np.ndarray:
+        """``|TD error|`` of every row of ``batch`` under the current networks, without learning.
+
+        Ape-X's rollout workers give their fragments these initial priorities before sending them
+        to replay (Horgan et al. 2018); the same :meth:`loss`, run without gradients.
+        """
+        self.td_errors = np.zeros(len(batch), dtype=np.float32)
+        rows = SB(batch)
+        rows[_ROW] = np.arange(len(batch))
+        with torch.no_grad():
+            self.loss(self.to_tensors(rows, self.learner_columns(self.loss_columns)))
+        return self.td_errors.copy()
+
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         if self.num_atoms > 1:
             return self.distributional_loss(batch)

@@ -372,6 +372,18 @@ class OffPolicyTFPolicy(TFPolicy):
         )
         return stats
 
+    def compute_td_errors(self, batch: SampleBatch) -> np.ndarray:
+        """``|TD error|`` per row of ``batch`` (mean over the critics) under the current networks,
+        without learning: Ape-X's initial priorities, computed by the rollout worker (Horgan et al.
+        2018). The critic part of :meth:`loss`, run eagerly without a gradient tape."""
+        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
+        noise = [
+            tf.constant(self.noise_rng.standard_normal(shape, dtype=np.float32))
+            for shape in self.noise_shapes(len(batch))
+        ]
+        _, _, td_errors = self.loss(tensors, noise, False)
+        return np.asarray(td_errors, dtype=np.float32)
+
     def keep_noise(self, noise: list[tf.Tensor]) -> Any:
         """What :attr:`last_noise` holds after a step (the loss tests read the draws from it)."""
         return tuple(noise)

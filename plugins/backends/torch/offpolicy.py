@@ -304,6 +304,15 @@ class OffPolicyTorchPolicy(TorchPolicy):
         )
         return out
 
+    def compute_td_errors(self, batch: SampleBatch) -> np.ndarray:
+        """``|TD error|`` per row of ``batch`` (mean over the critics) under the current networks,
+        without learning: Ape-X's initial priorities, computed by the rollout worker (Horgan et al.
+        2018). The critic part of :meth:`loss`, run without gradients."""
+        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
+        with torch.no_grad():
+            _, _, td_errors = self.loss(tensors, False)
+        return td_errors.numpy().astype(np.float32)
+
     def critic_loss(
         self, q_taken: torch.Tensor, targets: torch.Tensor, batch: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor]:
