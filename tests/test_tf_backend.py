@@ -423,6 +423,7 @@ BUILTIN_ALGORITHMS = [
     "apex",
     "apex_ddpg",
     "apex_td3",
+    "appo",
     "ars",
     "ddpg",
     "dqn",
