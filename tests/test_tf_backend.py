@@ -417,7 +417,7 @@ def test_an_algorithm_without_a_tf_policy_says_so_before_any_work(tmp_path):
         TorchOnly(raw)
 
 
-BUILTIN_ALGORITHMS = ["a2c", "a3c", "ddpg", "dqn", "impala", "pg", "ppo", "sac", "td3"]
+BUILTIN_ALGORITHMS = ["a2c", "a3c", "appo", "ddpg", "dqn", "impala", "pg", "ppo", "sac", "td3"]
 #: Torch only (none today: every builtin has a tf policy).
 TORCH_ONLY: set[str] = set()
 
