@@ -95,6 +95,8 @@ class ApexTrainer(ReplayTrainer):
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
+        # The base's in-driver replay buffers go unused (the shards hold the replay): free them.
+        self.replay_buffers, self.replay_buffer = {}, None
         training = config.training
         self.replay_shards = ReplayShardSet(
             training.replay_shards,
