@@ -8,8 +8,9 @@ Episodes last ``max_steps`` steps (truncated).
 
 Why both parts matter: a policy that sees only the image knows ``lit`` but not
 which of two actions pays, so at best it earns ``max_steps / 2``; one that sees
-only the shift earns ``max_steps / 4``, as random play does. ``blind=True``
-zeroes the image (same spaces), for the learning test's control run.
+only the shift earns ``max_steps / 4``, as random play does. For the learning
+test's control runs (same spaces): ``blind=True`` zeroes the image,
+``hide_shift=True`` shows 0 as the shift.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ class DictImageEnv(gym.Env):
     )
     action_space = gym.spaces.Discrete(4)
 
-    def __init__(self, max_steps: int = 8, blind: bool = False):
+    def __init__(self, max_steps: int = 8, blind: bool = False, hide_shift: bool = False):
         self.max_steps = max_steps
         self.blind = blind
+        self.hide_shift = hide_shift
         self.t = 0
         self.target = 0
 
@@ -41,7 +43,8 @@ class DictImageEnv(gym.Env):
         if not self.blind:
             row, col = divmod(lit, 2)
             image[6 * row : 6 * row + 6, 6 * col : 6 * col + 6, lit % 3] = 255
-        return {"image": image, "shift": np.array([2.0 * shift - 1.0], np.float32)}
+        shown = 0.0 if self.hide_shift else 2.0 * shift - 1.0
+        return {"image": image, "shift": np.array([shown], np.float32)}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
