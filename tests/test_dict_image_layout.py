@@ -165,9 +165,10 @@ def test_the_actor_critic_reads_the_image_through_the_conv_net_and_the_vector_be
     x = features(weights, "shared", rows)
     policy_h = mlp_body(weights, body, x, "relu")
     value_h = policy_h if shared_mlp else mlp_body(weights, "value", x, "relu")
-    expected_logits, expected_values = dense(weights, "policy/output", policy_h), dense(
-        weights, "value/output", value_h
-    )[:, 0]
+    expected_logits, expected_values = (
+        dense(weights, "policy/output", policy_h),
+        dense(weights, "value/output", value_h)[:, 0],
+    )
     logits = policy.action_distribution_inputs(rows)
     assert logits.shape == (16, 4)
     np.testing.assert_allclose(logits, expected_logits, rtol=1e-5, atol=1e-5)
@@ -194,7 +195,10 @@ def test_dqn_q_network_reads_the_same_layout(tmp_path, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_numpy_twin_acts_as_the_framework_on_the_layout(tmp_path, backend):
-    fast, framework = layout_policy(tmp_path, backend, twin=True), layout_policy(tmp_path, backend, twin=False)
+    fast, framework = (
+        layout_policy(tmp_path, backend, twin=True),
+        layout_policy(tmp_path, backend, twin=False),
+    )
     assert fast.fast_actor is not None and fast.fast_actor.trunk is not None and framework.fast_actor is None
     weights = perturbed(framework.get_weights(), seed=3)
     fast.set_weights(weights)
@@ -215,7 +219,10 @@ def test_the_numpy_twin_acts_as_the_framework_on_the_layout(tmp_path, backend):
 @pytest.mark.parametrize("algorithm", ["ppo", "dqn"])
 @pytest.mark.parametrize("direction", ["torch->tf", "tf->torch"])
 def test_layout_weights_moved_between_backends_act_identically(tmp_path, algorithm, direction):
-    torch_policy, tf_policy = layout_policy(tmp_path, "torch", algorithm), layout_policy(tmp_path, "tf", algorithm)
+    torch_policy, tf_policy = (
+        layout_policy(tmp_path, "torch", algorithm),
+        layout_policy(tmp_path, "tf", algorithm),
+    )
     source, target = (torch_policy, tf_policy) if direction == "torch->tf" else (tf_policy, torch_policy)
     source.set_weights(perturbed(source.get_weights(), seed=5))
     target.set_weights(source.get_weights())
@@ -231,7 +238,7 @@ def test_layout_weights_moved_between_backends_act_identically(tmp_path, algorit
 def test_an_lstm_over_the_layout_is_refused_like_an_lstm_over_images(tmp_path, backend):
     model = {"conv_filters": FILTERS, "lstm": True, "lstm_cell_size": 8}
     config = resolve(tmp_path, "ppo", None, model, env=DICT_IMAGE_ENV, backend=backend)
-    with pytest.raises(ConfigError, match="model.lstm: an LSTM over image observations"):
+    with pytest.raises(ConfigError, match=r"model\.lstm: an LSTM over image observations"):
         make_policy(config, backend, layout_space(), ACTIONS)
 
 
@@ -297,3 +304,36 @@ def test_a_torch_dict_image_checkpoint_is_evaluated_identically_by_tf(tmp_path, 
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_the_models_page_example_trains_on_a_dict_image_env(tmp_path):
+    """docs/models.md's Dict-image YAML, with its placeholder env swapped for DictImageEnv, runs."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    import rlgear
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
+    section = page.split("## Images inside Dict and Tuple observations")[1].split("\n## ")[0]
+    (block,) = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S)]
+    assert block["env"]["name"] == "my_robot_env:RobotEnv"
+    block["env"]["name"] = DICT_IMAGE_ENV
+    result = rlgear.train(
+        {
+            **block,
+            "seed": 0,
+            "training": {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1},
+            "workers": {"num_envs_per_worker": 2},
+            "stop": {"training_iteration": 1},
+            "logging": {"dir": str(tmp_path), "tensorboard": False, "progress": "none"},
+        }
+    )
+    assert result["training_iteration"] == 1 and result["timesteps_total"] > 0
+    (run_dir,) = tmp_path.iterdir()
+    from rlgear.run import agent
+
+    weights = agent.load(run_dir).policy.get_weights()
+    assert weights["shared/conv_1/kernel"].shape == (3, 3, 16, 32)  # 12x12 -> 5x5 -> 2x2
+    assert weights["policy/hidden_0/kernel"].shape == (2 * 2 * 32 + 1, 256)
