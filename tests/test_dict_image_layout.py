@@ -234,12 +234,117 @@ def test_layout_weights_moved_between_backends_act_identically(tmp_path, algorit
     np.testing.assert_array_equal(greedy[0], greedy[1])
 
 
+# ----------------------------------------------------------------------------- an LSTM on top
+
+LSTM_MODEL = {"lstm": True, "lstm_cell_size": 6, "max_seq_len": 4}
+
+
+def lstm_layout_policy(tmp_path, backend, twin=True):
+    model = {"conv_filters": FILTERS, "hidden_sizes": [8], "activation": "relu", "numpy_inference": twin}
+    config = resolve(tmp_path, "ppo", None, {**model, **LSTM_MODEL}, env=DICT_IMAGE_ENV, backend=backend)
+    policy = make_policy(config, backend, layout_space(), ACTIONS)
+    assert policy.recurrent
+    return policy
+
+
+def recurrent_timestep(rows, first):
+    from rlgear.timestep import StepType, TimeStep
+
+    n = len(rows)
+    return TimeStep(
+        np.where(first, StepType.FIRST, StepType.MID).astype(np.int32),
+        np.zeros(n, np.float32),
+        np.ones(n, np.float32),
+        rows,
+        np.zeros(n, np.int64),
+        np.arange(n, dtype=np.int32),
+    )
+
+
+def reference_lstm_step(weights, rows, h, c):
+    """conv features + vector -> shared/hidden_0 (relu) -> one LSTM step (gates i, f, g, o) -> heads."""
+    x = mlp_body(weights, "shared", features(weights, "shared", rows), "relu")
+    z = x @ weights["lstm/kernel"] + h @ weights["lstm/recurrent_kernel"] + weights["lstm/bias"]
+    cell = h.shape[1]
+    sigmoid = 1 / (1 + np.exp(-z))
+    c = sigmoid[:, cell : 2 * cell] * c + sigmoid[:, :cell] * np.tanh(z[:, 2 * cell : 3 * cell])
+    h = sigmoid[:, 3 * cell :] * np.tanh(c)
+    return dense(weights, "policy/output", h), dense(weights, "value/output", h)[:, 0], h, c
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_lstm_over_the_layout_is_refused_like_an_lstm_over_images(tmp_path, backend):
-    model = {"conv_filters": FILTERS, "lstm": True, "lstm_cell_size": 8}
-    config = resolve(tmp_path, "ppo", None, model, env=DICT_IMAGE_ENV, backend=backend)
-    with pytest.raises(ConfigError, match=r"model\.lstm: an LSTM over image observations"):
-        make_policy(config, backend, layout_space(), ACTIONS)
+def test_an_lstm_over_the_layout_runs_the_conv_net_first_in_the_framework_and_the_twin(tmp_path, backend):
+    framework = lstm_layout_policy(tmp_path, backend, twin=False)
+    fast = lstm_layout_policy(tmp_path, backend, twin=True)
+    assert fast.fast_actor is not None and fast.fast_actor.conv is not None
+    weights = perturbed(framework.get_weights(), seed=4)
+    assert weights["shared/conv_0/kernel"].shape == (3, 3, 3, 6)
+    assert weights["shared/hidden_0/kernel"].shape == (80 + VECTOR_SIZE, 8)
+    framework.set_weights(weights)
+    fast.set_weights(weights)
+    n = 5
+    h = c = np.zeros((n, 6))
+    state_a = state_b = framework.get_initial_state(n)
+    for step in range(3):
+        rows = layout_rows(n, seed=10 + step)
+        first = np.full(n, step == 0)
+        dist_inputs, values, _ = framework.recurrent_step(recurrent_timestep(rows, first), state_a)
+        logits, expected_values, h, c = reference_lstm_step(weights, rows.astype(np.float64), h, c)
+        np.testing.assert_allclose(np.asarray(dist_inputs), logits, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(values), expected_values, rtol=1e-4, atol=1e-5)
+        actions_a, state_a, extras_a = framework.compute_actions(
+            recurrent_timestep(rows, first), state_a, False
+        )
+        actions_b, state_b, extras_b = fast.compute_actions(recurrent_timestep(rows, first), state_b, False)
+        np.testing.assert_array_equal(actions_a, actions_b)
+        for key in (SB.ACTION_LOGP, SB.VF_PREDS):
+            np.testing.assert_allclose(extras_a[key], extras_b[key], rtol=1e-5, atol=1e-5, err_msg=key)
+        for x, y, ref in zip(state_a, state_b, (h, c), strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-5)
+            np.testing.assert_allclose(x, ref, rtol=1e-4, atol=1e-5)
+    assert np.abs(h).max() > 1e-2  # the state moves: the comparisons mean something
+
+
+@needs_tf
+def test_lstm_layout_weights_move_between_backends(tmp_path):
+    torch_policy = lstm_layout_policy(tmp_path, "torch", twin=False)
+    tf_policy = lstm_layout_policy(tmp_path, "tf", twin=False)
+    torch_policy.set_weights(perturbed(torch_policy.get_weights(), seed=6))
+    tf_policy.set_weights(torch_policy.get_weights())
+    rows = layout_rows(4, seed=3)
+    state = torch_policy.get_initial_state(4)
+    ts = recurrent_timestep(rows, np.ones(4, bool))
+    for a, b in zip(torch_policy.recurrent_step(ts, state), tf_policy.recurrent_step(ts, state), strict=True):
+        a, b = (np.asarray(a), np.asarray(b)) if not isinstance(a, list) else (np.stack(a), np.stack(b))
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
+@pytest.mark.parametrize(
+    ("algorithm", "backend"),
+    [("ppo", "torch"), ("impala", "torch"), pytest.param("ppo", "tf", marks=needs_tf)],
+)
+def test_an_lstm_policy_trains_on_a_dict_image_env(tmp_path, algorithm, backend):
+    """A short run (no learning claim): sequences of layout rows reach the conv net and the LSTM."""
+    import rlgear
+
+    training = {"train_batch_size": 64}
+    if algorithm == "ppo":
+        training.update(sgd_minibatch_size=32, num_sgd_iter=1)
+    result = rlgear.train(
+        {
+            "algorithm": algorithm,
+            "backend": backend,
+            "seed": 0,
+            "env": {"name": DICT_IMAGE_ENV},
+            "workers": {"num_envs_per_worker": 2},
+            "training": training,
+            "model": {"conv_filters": FILTERS, "hidden_sizes": [16], "activation": "relu", **LSTM_MODEL},
+            "stop": {"training_iteration": 2},
+            "logging": {"dir": str(tmp_path), "tensorboard": False, "progress": "none"},
+        }
+    )
+    assert result["training_iteration"] == 2 and np.isfinite(result["episode_return_mean"])
 
 
 # ----------------------------------------------------------------------------- runs and checkpoints

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.config.conv import ConvSpec, conv_layers, has_conv_input
+from rlgear.config.conv import ConvSpec, conv_layers
 from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.plugins.backends.tf.runtime import tf
@@ -285,16 +285,13 @@ def build_model(
         return model
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    encoder = conv_encoder(observation_space, model_config, rng)
     if getattr(model_config, "lstm", False):
-        if has_conv_input(observation_space):
-            raise ConfigError(
-                "model.lstm: an LSTM over image observations (a conv net before the LSTM) is not "
-                f"supported yet; the observation space is {observation_space!r}"
-            )
         from rlgear.plugins.backends.tf.recurrent import LSTMActorCritic
 
-        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config, rng)
-    encoder = conv_encoder(observation_space, model_config, rng)
+        return LSTMActorCritic(
+            flat_dim(observation_space), num_outputs, action_space, model_config, rng, encoder
+        )
     return ActorCriticMLP(
         flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config, rng, encoder
     )

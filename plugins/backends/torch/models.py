@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlgear.config.conv import ConvSpec, conv_layers, has_conv_input
+from rlgear.config.conv import ConvSpec, conv_layers
 from rlgear.discovery.registry import resolve_object
 from rlgear.errors import ConfigError, PluginError
 from rlgear.spaces import Box, Space, flat_dim
@@ -232,14 +232,15 @@ def build_model(
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
     if getattr(model_config, "lstm", False):
-        if has_conv_input(observation_space):
-            raise ConfigError(
-                "model.lstm: an LSTM over image observations (a conv net before the LSTM) is not "
-                f"supported yet; the observation space is {observation_space!r}"
-            )
         from rlgear.plugins.backends.torch.recurrent import LSTMActorCritic
 
-        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config)
+        return LSTMActorCritic(
+            flat_dim(observation_space),
+            num_outputs,
+            action_space,
+            model_config,
+            conv_encoder(observation_space, model_config),
+        )
     return ActorCriticMLP(
         flat_dim(observation_space),
         num_outputs,
