@@ -22,7 +22,8 @@ from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, Tuple
 from tests.conftest import needs_tf
 from tests.numpy_reference import dense, make_policy, mlp_body, resolve
-from tests.test_vision import FILTERS, IMAGE_OBS, conv_trunk, images, perturbed, timestep_of
+from tests.test_conv_inference import perturbed as seeded_weights
+from tests.test_vision import FILTERS, IMAGE_OBS, conv_trunk, images, timestep_of
 
 DICT_IMAGE_ENV = "tests.dict_image_env:DictImageEnv"
 ACTIONS = Discrete(4)
@@ -96,6 +97,16 @@ def test_the_conv_spec_of_the_layout_is_the_images_with_the_vector_appended():
     assert (spec.vector_size, spec.conv_dim, spec.output_dim) == (VECTOR_SIZE, 80, 80 + VECTOR_SIZE)
 
 
+def test_the_layout_space_survives_pickling_and_differs_from_a_plain_box_of_its_size():
+    import pickle
+
+    layout = ObservationPreprocessor(Dict({"image": IMAGE_OBS, "v": box(VECTOR_SIZE)})).observation_space
+    again = pickle.loads(pickle.dumps(layout))  # Ray workers receive it so
+    assert again == layout and hash(again) == hash(layout) and again.image == IMAGE_OBS
+    plain = Box(layout.low, layout.high)
+    assert layout != plain and plain != layout  # the layout is part of what the model reads
+
+
 # ----------------------------------------------------------------------------- the observation filter
 
 
@@ -156,7 +167,7 @@ def test_the_actor_critic_reads_the_image_through_the_conv_net_and_the_vector_be
     tmp_path, backend, shared_mlp
 ):
     policy = layout_policy(tmp_path, backend, shared_mlp=shared_mlp)
-    weights = perturbed(policy.get_weights())
+    weights = seeded_weights(policy.get_weights())
     body = "shared" if shared_mlp else "policy"
     assert weights["shared/conv_0/kernel"].shape == (3, 3, 3, 6)
     assert weights[f"{body}/hidden_0/kernel"].shape == (4 * 4 * 5 + VECTOR_SIZE, 8)
@@ -183,7 +194,7 @@ def test_the_actor_critic_reads_the_image_through_the_conv_net_and_the_vector_be
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dqn_q_network_reads_the_same_layout(tmp_path, backend):
     policy = layout_policy(tmp_path, backend, "dqn")
-    weights = perturbed(policy.get_weights())
+    weights = seeded_weights(policy.get_weights())
     assert weights["q/hidden_0/kernel"].shape == (80 + VECTOR_SIZE, 8)
     policy.set_weights(weights)
     rows = layout_rows()
@@ -200,7 +211,7 @@ def test_the_numpy_twin_acts_as_the_framework_on_the_layout(tmp_path, backend):
         layout_policy(tmp_path, backend, twin=False),
     )
     assert fast.fast_actor is not None and fast.fast_actor.trunk is not None and framework.fast_actor is None
-    weights = perturbed(framework.get_weights(), seed=3)
+    weights = seeded_weights(framework.get_weights(), seed=3)
     fast.set_weights(weights)
     framework.set_weights(weights)
     rows = layout_rows(24, seed=5)
@@ -224,7 +235,7 @@ def test_layout_weights_moved_between_backends_act_identically(tmp_path, algorit
         layout_policy(tmp_path, "tf", algorithm),
     )
     source, target = (torch_policy, tf_policy) if direction == "torch->tf" else (tf_policy, torch_policy)
-    source.set_weights(perturbed(source.get_weights(), seed=5))
+    source.set_weights(seeded_weights(source.get_weights(), seed=5))
     target.set_weights(source.get_weights())
     rows = layout_rows(64, seed=2)
     np.testing.assert_allclose(
@@ -277,7 +288,7 @@ def test_an_lstm_over_the_layout_runs_the_conv_net_first_in_the_framework_and_th
     framework = lstm_layout_policy(tmp_path, backend, twin=False)
     fast = lstm_layout_policy(tmp_path, backend, twin=True)
     assert fast.fast_actor is not None and fast.fast_actor.conv is not None
-    weights = perturbed(framework.get_weights(), seed=4)
+    weights = seeded_weights(framework.get_weights(), seed=4)
     assert weights["shared/conv_0/kernel"].shape == (3, 3, 3, 6)
     assert weights["shared/hidden_0/kernel"].shape == (80 + VECTOR_SIZE, 8)
     framework.set_weights(weights)
@@ -309,7 +320,7 @@ def test_an_lstm_over_the_layout_runs_the_conv_net_first_in_the_framework_and_th
 def test_lstm_layout_weights_move_between_backends(tmp_path):
     torch_policy = lstm_layout_policy(tmp_path, "torch", twin=False)
     tf_policy = lstm_layout_policy(tmp_path, "tf", twin=False)
-    torch_policy.set_weights(perturbed(torch_policy.get_weights(), seed=6))
+    torch_policy.set_weights(seeded_weights(torch_policy.get_weights(), seed=6))
     tf_policy.set_weights(torch_policy.get_weights())
     rows = layout_rows(4, seed=3)
     state = torch_policy.get_initial_state(4)
