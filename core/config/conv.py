@@ -88,6 +88,7 @@ class ImageVectorBox(Box):
     observation; models read ``image`` to split each row (see the module docstring).
     """
 
+    # A default only because Box's own fields have defaults; build it with image_vector_box().
     image: Box = field(default_factory=lambda: Box(np.zeros((1, 1, 1)), np.ones((1, 1, 1))))
 
     @property
