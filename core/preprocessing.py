@@ -8,10 +8,17 @@ never deal with nests. Built from the env's observation space:
   shape for a conv net; flat vectors stay as they are), and so does a top-level
   ``Discrete`` (policies one-hot it themselves);
 * ``Dict``, ``Tuple``, ``MultiDiscrete`` and ``MultiBinary`` become one flat
-  float32 ``Box`` ``[F]``: Box parts flattened (images nested in a Dict/Tuple
-  too), Discrete parts one-hot, MultiDiscrete parts concatenated one-hots,
-  MultiBinary parts as 0/1 floats, nested structures recursively, in the
-  space's order (Tuple order, sorted Dict keys);
+  float32 ``Box`` ``[F]``: Box parts flattened, Discrete parts one-hot,
+  MultiDiscrete parts concatenated one-hots, MultiBinary parts as 0/1 floats,
+  nested structures recursively, in the space's order (Tuple order, sorted
+  Dict keys);
+* except that an image (a rank-3 Box ``[H, W, C]``) nested in a Dict/Tuple is
+  not mixed into that vector: the row starts with the image's ``H * W * C``
+  values (HWC order, unscaled) and the other parts follow as above, and the
+  space is an :class:`~rlgear.config.conv.ImageVectorBox` that tells models
+  where the image ends (the conv trunk takes the image, the vector joins its
+  features). One image per observation: several are refused with a
+  ConfigError naming them;
 * the key ``action_mask`` of a top-level ``Dict`` is not model input: it is the
   action mask (the gymnasium / PettingZoo convention), read by
   :meth:`ObservationPreprocessor.action_mask`. When a single other key is
@@ -27,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.config.conv import image_vector_box, is_image
 from rlgear.errors import ConfigError, EnvDataError
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Space, Tuple, flat_dim
 
@@ -46,8 +54,31 @@ def _one_hot_into(values: np.ndarray, n: int, out: np.ndarray, what: str) -> Non
     out[np.arange(values.shape[0]), values] = 1.0
 
 
-def _encoder(space: Space, path: str) -> tuple[Encoder, int]:
-    """``(encoder, width)`` writing the flat float32 features of ``space`` into a ``[B, width]`` view."""
+def _skip(obs: Any, out: np.ndarray) -> None:
+    """The encoder of a part written elsewhere (the image of an image-plus-vector row)."""
+
+
+def _key_path(path: str, key: Any) -> str:
+    return f"{path}[{key!r}]" if isinstance(key, str) else f"{path}[{key}]"
+
+
+def _image_leaves(space: Space, keys: tuple = (), path: str = "") -> list[tuple[tuple, str, Box]]:
+    """``(keys, path, space)`` of every image nested in a Dict/Tuple ``space``, in layout order."""
+    if is_image(space):
+        return [(keys, path, space)]
+    if isinstance(space, Dict | Tuple):
+        keyed = space.items() if isinstance(space, Dict) else list(enumerate(space.spaces))
+        return [leaf for key, sub in keyed for leaf in _image_leaves(sub, (*keys, key), _key_path(path, key))]
+    return []
+
+
+def _encoder(space: Space, path: str, skip_images: bool = False) -> tuple[Encoder, int]:
+    """``(encoder, width)`` writing the flat float32 features of ``space`` into a ``[B, width]`` view.
+
+    ``skip_images``: images take no width here (they head the row, see the module docstring).
+    """
+    if skip_images and is_image(space):
+        return _skip, 0
     if isinstance(space, Box | MultiBinary):
 
         def encode(obs: Any, out: np.ndarray) -> None:
@@ -71,9 +102,7 @@ def _encoder(space: Space, path: str) -> tuple[Encoder, int]:
         parts = []
         offset = 0
         for key, sub in keyed:
-            encode_part, width = _encoder(
-                sub, f"{path}[{key!r}]" if isinstance(key, str) else f"{path}[{key}]"
-            )
+            encode_part, width = _encoder(sub, _key_path(path, key), skip_images)
             parts.append((key, encode_part, offset, offset + width))
             offset += width
 
@@ -119,11 +148,27 @@ class ObservationPreprocessor:
                 model_space = Dict(rest)
         #: True when observations reach the policy unchanged (top-level Box or Discrete).
         self.identity = isinstance(model_space, Box | Discrete) and self._select is None
+        #: The keys leading to the image that heads each row (image-plus-vector layout), else None.
+        self._image_keys: tuple | None = None
+        self._image_size = 0
         if self.identity or self._select is not None:
             self.observation_space: Space = model_space
             self._encode = None
+            return
+        images = _image_leaves(model_space)
+        if len(images) > 1:
+            raise ConfigError(
+                f"env {env_name}: the observation holds {len(images)} images (rank-3 Boxes) at "
+                f"{', '.join('observation' + path for _, path, _ in images)}; the conv net takes one "
+                "image per observation (stack them into one [H, W, C] image, e.g. along channels, or "
+                "flatten the others with a wrapper)"
+            )
+        self._encode, width = _encoder(model_space, "", skip_images=bool(images))
+        if images:
+            self._image_keys, _, image = images[0]
+            self._image_size = image.size
+            self.observation_space = image_vector_box(image, width)
         else:
-            self._encode, width = _encoder(model_space, "")
             self.observation_space = Box(
                 np.full(width, -np.inf, dtype=np.float32), np.full(width, np.inf, dtype=np.float32)
             )
@@ -160,7 +205,15 @@ class ObservationPreprocessor:
         if isinstance(self.raw_space, Dict) and self.mask_width is not None:
             observations = {k: v for k, v in observations.items() if k != ACTION_MASK_KEY}
         out = np.empty((batch_size(observations), self.observation_space.shape[0]), dtype=np.float32)
-        self._encode(observations, out)
+        if self._image_keys is not None:
+            image = observations
+            for key in self._image_keys:
+                image = image[key]
+            image = np.asarray(image)
+            out[:, : self._image_size] = image.reshape(image.shape[0], -1)
+            self._encode(observations, out[:, self._image_size :])
+        else:
+            self._encode(observations, out)
         return out
 
     def action_mask(self, observations: Any) -> np.ndarray | None:

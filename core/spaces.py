@@ -72,7 +72,7 @@ class Box:
 
     def __eq__(self, other: object) -> bool:
         return (
-            isinstance(other, Box)
+            type(other) is type(self)  # a subclass (rlgear.config.conv.ImageVectorBox) adds a layout
             and self.dtype == other.dtype
             and np.array_equal(self.low, other.low)
             and np.array_equal(self.high, other.high)

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlgear.config.conv import ImageVectorBox
 from rlgear.errors import ConfigError, EnvDataError
 from rlgear.plugins.envs.gymnasium_env import convert_space
 from rlgear.preprocessing import ObservationPreprocessor
@@ -90,7 +91,10 @@ def test_flat_dims_count_one_hots_and_elements():
 
 def test_preprocessor_flattens_a_nested_dict_in_sorted_key_order():
     prep = ObservationPreprocessor(NESTED, Discrete(2))
-    assert prep.observation_space == Box(np.full(17, -np.inf), np.full(17, np.inf))
+    # The image heads the row (it is first in key order anyway) and the space says where it ends
+    # (tests/test_dict_image_layout.py covers an image that is not first).
+    assert isinstance(prep.observation_space, ImageVectorBox)
+    assert prep.observation_space.shape == (17,) and prep.observation_space.image == NESTED["image"]
     observations = {
         "pos": np.array([[0.5, -0.25], [1.0, 0.0]], np.float32),
         "kind": np.array([2, 0]),

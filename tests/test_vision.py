@@ -360,14 +360,18 @@ def test_the_yaml_examples_of_the_models_page_are_valid_configs(tmp_path):
 
     page = (Path(__file__).resolve().parent.parent / "docs" / "models.md").read_text()
     blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", page, flags=re.S)]
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     resolved = [config_mod.resolve({"algorithm": "ppo", **block}) for block in blocks]
     assert resolved[0].model.conv_filters == MINATAR_FILTERS and resolved[0].env.name == "MinAtar/Breakout-v1"
+    assert resolved[1].model.conv_filters == [
+        [16, 4, 2],
+        [32, 3, 2],
+    ]  # tests/test_dict_image_layout.py runs it
     assert (
-        resolved[1].model.observation_filter == "mean_std"
-        and resolved[1].model.observation_filter_clip == 5.0
+        resolved[2].model.observation_filter == "mean_std"
+        and resolved[2].model.observation_filter_clip == 5.0
     )
-    assert resolved[2].env.wrappers_vector[0].name == "gymnasium.wrappers.vector.NormalizeObservation"
+    assert resolved[3].env.wrappers_vector[0].name == "gymnasium.wrappers.vector.NormalizeObservation"
 
 
 @pytest.mark.parametrize("algorithm", ["pg", "a2c", "a3c", "impala"])

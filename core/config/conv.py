@@ -12,13 +12,21 @@ on torch (NCHW inside) and TF (NHWC).
 Framework-neutral conv kernels are ``[kh, kw, in, out]`` (TF's layout; torch's
 ``[out, in, kh, kw]`` is transposed on the way out and in, like dense kernels).
 
+An image beside other parts of a Dict/Tuple observation reaches the model
+as an :class:`ImageVectorBox`: one flat float32 row, the image first
+(``H * W * C`` values in HWC order, unscaled) and the other parts' flat
+features after it (``vector_size`` values). The conv trunk reads the image
+part and appends the vector part to its features, so the hidden layers see
+``[conv features, vector]`` (RLlib's ComplexInputNetwork, SB3's
+CombinedExtractor).
+
 The backends build their layers from :func:`conv_layers`, which also holds the
 defaults and the config errors.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,15 +58,69 @@ class ConvSpec:
     scale: float  # multiplies the observation before the first layer (1/255 for uint8)
     layers: tuple[ConvLayer, ...]
     output_shape: tuple[int, int, int]  # H', W', C' after the last layer
+    #: Flat features after the image in each observation row (an :class:`ImageVectorBox`), passed
+    #: through and appended to the conv features; 0 for a plain image.
+    vector_size: int = 0
+
+    @property
+    def conv_dim(self) -> int:
+        """Width of the last conv layer's output, flattened."""
+        return int(np.prod(self.output_shape))
+
+    @property
+    def image_size(self) -> int:
+        """Width of the image part of an observation row, ``H * W * C``."""
+        return int(np.prod(self.image_shape))
 
     @property
     def output_dim(self) -> int:
-        return int(np.prod(self.output_shape))
+        """Width of what the trunk hands to the hidden layers: conv features, then the vector part."""
+        return self.conv_dim + self.vector_size
+
+
+@dataclass(frozen=True, eq=False)
+class ImageVectorBox(Box):
+    """A flat float32 Box ``[H * W * C + vector_size]``: an image (HWC order, unscaled) then a vector.
+
+    What :class:`rlgear.preprocessing.ObservationPreprocessor` makes of a Dict/Tuple
+    observation holding one image beside other parts. It *is* a flat Box, so
+    batches, replay buffers, sequences and transfers carry it as any flat
+    observation; models read ``image`` to split each row (see the module docstring).
+    """
+
+    # A default only because Box's own fields have defaults; build it with image_vector_box().
+    image: Box = field(default_factory=lambda: Box(np.zeros((1, 1, 1)), np.ones((1, 1, 1))))
+
+    @property
+    def vector_size(self) -> int:
+        return self.size - self.image.size
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ImageVectorBox) and Box.__eq__(self, other) and self.image == other.image
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.image.shape, str(self.image.dtype)))
+
+    def __repr__(self) -> str:
+        return f"ImageVectorBox(image={self.image!r}, vector_size={self.vector_size})"
+
+
+def image_vector_box(image: Box, vector_size: int) -> ImageVectorBox:
+    """The unbounded float32 row layout of ``image`` followed by ``vector_size`` features."""
+    width = image.size + vector_size
+    return ImageVectorBox(
+        np.full(width, -np.inf, dtype=np.float32), np.full(width, np.inf, dtype=np.float32), image=image
+    )
 
 
 def is_image(space: Space) -> bool:
     """A rank-3 Box ``[H, W, C]``: what the conv trunk takes."""
     return isinstance(space, Box) and len(space.shape) == 3
+
+
+def has_conv_input(space: Space) -> bool:
+    """An image, or an :class:`ImageVectorBox` row (image plus vector): a space with a conv trunk."""
+    return is_image(space) or isinstance(space, ImageVectorBox)
 
 
 def default_filters(height: int, width: int) -> list[list[int]]:
@@ -69,10 +131,14 @@ def default_filters(height: int, width: int) -> list[list[int]]:
 def conv_layers(space: Space, model_config: Any) -> ConvSpec | None:
     """The conv trunk for ``space`` from ``model.conv_filters``, or None if ``space`` is not an image.
 
+    For an :class:`ImageVectorBox` the trunk is its image's, with ``vector_size`` set.
     Raises ConfigError naming ``model.conv_filters`` for a malformed entry or a
     stack that shrinks the image below 1x1 (saying which layer and the sizes).
     """
     filters = getattr(model_config, "conv_filters", None)
+    vector_size = 0
+    if isinstance(space, ImageVectorBox):
+        space, vector_size = space.image, space.vector_size
     if not is_image(space):
         if filters:
             raise ConfigError(
@@ -109,4 +175,4 @@ def conv_layers(space: Space, model_config: Any) -> ConvSpec | None:
         h, w, c = next_h, next_w, out_channels
     dtype = np.dtype(space.dtype)
     scale = 1.0 / 255.0 if dtype == np.uint8 else 1.0
-    return ConvSpec((height, width, channels), scale, tuple(layers), (h, w, c))
+    return ConvSpec((height, width, channels), scale, tuple(layers), (h, w, c), vector_size)

@@ -10,7 +10,8 @@ the window views over them built once too.
 The math is the backends' (see :mod:`rlgear.config.conv`): observations flat
 ``[B, H * W * C]`` in HWC order, scaled (1/255 for uint8, folded into the first
 kernel), conv layers without padding and with ReLU, features flattened in HWC
-order. Neutral kernels are ``[kh, kw, in, out]``.
+order, then the vector part of an image-plus-vector row copied after them.
+Neutral kernels are ``[kh, kw, in, out]``.
 """
 
 from __future__ import annotations
@@ -77,17 +78,25 @@ class NumpyConvTrunk:
         return self._buffers
 
     def forward(self, obs: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Features ``[B, H' * W' * C']`` (HWC order) of flat observations ``[B, H * W * C]``, written
-        into ``out`` (e.g. a slice of the MLP's input buffer) and returned."""
+        """Features ``[B, H' * W' * C' + vector_size]`` (conv output in HWC order, then the row's
+        vector part) of flat observations ``[B, H * W * C + vector_size]``, written into ``out``
+        (e.g. a slice of the MLP's input buffer) and returned."""
         buffers = self._buffers_for(obs.shape[0])
-        buffers[0].image.reshape(obs.shape[0], -1)[...] = obs
+        image_size, conv_dim = self.spec.image_size, self.spec.conv_dim
+        features = out
+        if self.spec.vector_size:
+            out[:, conv_dim:] = obs[:, image_size:]
+            buffers[0].image.reshape(obs.shape[0], -1)[...] = obs[:, :image_size]
+            features = out[:, :conv_dim]
+        else:
+            buffers[0].image.reshape(obs.shape[0], -1)[...] = obs
         last = len(buffers) - 1
         for i, (buffer, kernel, bias) in enumerate(zip(buffers, self._kernels, self._biases, strict=True)):
             np.copyto(buffer.patch_grid, buffer.windows)
             y = np.matmul(buffer.patches, kernel, out=buffer.output)
             y += bias
             if i == last:
-                np.maximum(y.reshape(out.shape), 0, out=out)
+                np.maximum(y.reshape(features.shape), 0, out=features)
             else:
                 np.maximum(y.reshape(buffers[i + 1].image.shape), 0, out=buffers[i + 1].image)
         return out

@@ -5,6 +5,8 @@ observations per step is dominated by a framework's per-op dispatch; one LSTM
 step in numpy is a few matmuls. Learning always runs in the framework.
 
 The network (both backends build the same one; names are framework-neutral):
+  * ``shared/conv_<i>``: for image observations (or an image-plus-vector layout), the
+    conv trunk of :mod:`rlgear.config.conv` (in numpy: :mod:`rlgear.execution.conv_inference`);
   * ``shared/hidden_<i>``: the MLP trunk (``model.hidden_sizes``, ``model.activation``);
   * the LSTM input: the trunk's output, then the previous action (one-hot for
     Discrete; ``lstm_use_prev_action``), then the previous reward (``lstm_use_prev_reward``);
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlgear.config.conv import ConvSpec
+from rlgear.execution.conv_inference import NumpyConvTrunk
 from rlgear.execution.inference import NumpyActorCritic
 from rlgear.spaces import Discrete, Space
 
@@ -56,8 +60,11 @@ class NumpyLSTMActorCritic(NumpyActorCritic):
     Sampling (inverse-CDF Categorical, Gaussian) is the MLP twin's, on ``self.rng``.
     """
 
-    def __init__(self, action_space: Space, model_config: object, seed: int | None = None):
+    def __init__(
+        self, action_space: Space, model_config: object, seed: int | None = None, conv: ConvSpec | None = None
+    ):
         super().__init__(action_space, 0, model_config.activation, True, seed)
+        self.conv = None if conv is None else NumpyConvTrunk(conv)
         self.action_space = action_space
         self.hidden_layers = len(model_config.hidden_sizes)
         self.use_prev_action = bool(model_config.lstm_use_prev_action)
@@ -86,6 +93,8 @@ class NumpyLSTMActorCritic(NumpyActorCritic):
         )
         self.num_head_outputs = f32("policy/output/bias").shape[0]
         self.log_std = None if self.discrete else f32("policy/log_std")
+        if self.conv is not None:
+            self.conv.load(weights)
         self.version = version
 
     def forward(  # type: ignore[override]  # the MLP's forward plus the recurrent state
@@ -97,6 +106,8 @@ class NumpyLSTMActorCritic(NumpyActorCritic):
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         """``(policy head output, values, [h', c'])`` for flat float32 observations ``[B, F]``."""
         x = obs
+        if self.conv is not None:
+            x = self.conv.forward(obs, np.empty((obs.shape[0], self.conv.spec.output_dim), np.float32))
         for kernel, bias in self.trunk:
             x = self.activation(x @ kernel + bias, np.empty((x.shape[0], kernel.shape[1]), np.float32))
         h, c = state

@@ -20,7 +20,10 @@ the global statistics plus its not-yet-reported delta, so nothing it saw is
 counted twice or lost. This is RLlib's ``MeanStdFilter`` scheme.
 
 Image observations are refused: the conv net scales uint8 pixels by 1/255,
-and per-pixel statistics would only add noise.
+and per-pixel statistics would only add noise. For the same reason the image
+part of an image-plus-vector row (:class:`~rlgear.config.conv.ImageVectorBox`,
+an image in a Dict/Tuple) passes through as it is: only the vector after it
+is normalised, and the statistics have the vector's shape.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.config.conv import is_image
+from rlgear.config.conv import ImageVectorBox, is_image
 from rlgear.errors import ConfigError
 from rlgear.spaces import Box, Space
 
@@ -106,12 +109,15 @@ class MeanStdFilter:
     """Normalise and clip observations with running statistics, keeping a delta for the driver.
 
     ``frozen`` filters (evaluation, ``rlgear evaluate``, loaded agents) only
-    apply the statistics they were given.
+    apply the statistics they were given. ``passthrough``: the number of leading
+    columns of flat ``[B, F]`` observations left as they are and kept out of the
+    statistics (the image of an image-plus-vector row); ``shape`` is then the rest's.
     """
 
-    def __init__(self, shape: tuple[int, ...], clip: float = 10.0):
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, passthrough: int = 0):
         self.shape = tuple(shape)
         self.clip = float(clip)
+        self.passthrough = int(passthrough)
         self.stats = RunningStats(self.shape)  # what observations are normalised with
         self.delta = RunningStats(self.shape)  # seen since the last pop_delta()
         self.frozen = False
@@ -124,12 +130,21 @@ class MeanStdFilter:
         """
         if not self.frozen:
             seen = observations if valid is None else np.asarray(observations)[valid]
+            if self.passthrough:
+                seen = np.asarray(seen)[:, self.passthrough :]
             self.stats.push(seen)
             self.delta.push(seen)
         return self.apply(observations)
 
     def apply(self, observations: np.ndarray) -> np.ndarray:
         """Normalise and clip without updating anything."""
+        if self.passthrough:
+            out = np.array(observations, dtype=np.float32)
+            out[:, self.passthrough :] = self._normalised(out[:, self.passthrough :])
+            return out
+        return self._normalised(observations)
+
+    def _normalised(self, observations: np.ndarray) -> np.ndarray:
         scaled = (np.asarray(observations, dtype=np.float64) - self.stats.mean) / np.sqrt(
             self.stats.var + EPSILON
         )
@@ -180,5 +195,11 @@ def make_observation_filter(model_config: Any, observation_space: Space) -> Mean
     if model_config.observation_filter_clip <= 0:
         raise ConfigError(
             f"model.observation_filter_clip: expected a positive number, got {model_config.observation_filter_clip}"
+        )
+    if isinstance(observation_space, ImageVectorBox):  # the image part is the conv net's to scale
+        return MeanStdFilter(
+            (observation_space.vector_size,),
+            model_config.observation_filter_clip,
+            passthrough=observation_space.image.size,
         )
     return MeanStdFilter(observation_space.shape, model_config.observation_filter_clip)

@@ -118,12 +118,17 @@ class ConvEncoder(tf.Module):
     in NHWC with ``[kh, kw, in, out]`` filters, the neutral layout itself.
     ``orthogonal_init`` draws each filter as torch does, an orthogonal
     ``[out, in * kh * kw]`` matrix; without it, torch's ``nn.Conv2d`` default
-    (uniform in ``±1/sqrt(in * kh * kw)`` for kernel and bias).
+    (uniform in ``±1/sqrt(in * kh * kw)`` for kernel and bias). Rows of an
+    image-plus-vector layout carry the vector after the image: it is appended
+    to the conv features unchanged.
     """
 
     def __init__(self, spec: ConvSpec, orthogonal_init: bool, rng: np.random.Generator):
         super().__init__()
         self.image_shape = spec.image_shape
+        self.image_size = spec.image_size
+        self.vector_size = spec.vector_size
+        self.conv_dim = spec.conv_dim
         self.scale = spec.scale
         self.output_dim = spec.output_dim
         self.strides = []
@@ -146,12 +151,16 @@ class ConvEncoder(tf.Module):
             self.strides.append(layer.stride)
 
     def __call__(self, obs: tf.Tensor) -> tf.Tensor:
-        x = tf.reshape(obs, [-1, *self.image_shape])
+        image = obs if self.vector_size == 0 else obs[:, : self.image_size]
+        x = tf.reshape(image, [-1, *self.image_shape])
         if self.scale != 1.0:
             x = x * self.scale
         for kernel, bias, stride in zip(self.kernels, self.biases, self.strides, strict=True):
             x = tf.nn.relu(tf.nn.conv2d(x, kernel, stride, "VALID") + bias)
-        return tf.reshape(x, [tf.shape(x)[0], self.output_dim])
+        features = tf.reshape(x, [tf.shape(x)[0], self.conv_dim])
+        if self.vector_size == 0:
+            return features
+        return tf.concat([features, obs[:, self.image_size :]], axis=-1)
 
     def named(self, prefix: str) -> list[tuple[str, tf.Variable]]:
         out = []
@@ -276,16 +285,13 @@ def build_model(
         return model
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    encoder = conv_encoder(observation_space, model_config, rng)
     if getattr(model_config, "lstm", False):
-        if isinstance(observation_space, Box) and len(observation_space.shape) == 3:
-            raise ConfigError(
-                "model.lstm: an LSTM over image observations (a conv net before the LSTM) is not "
-                f"supported yet; the observation space is {observation_space!r}"
-            )
         from rlgear.plugins.backends.tf.recurrent import LSTMActorCritic
 
-        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config, rng)
-    encoder = conv_encoder(observation_space, model_config, rng)
+        return LSTMActorCritic(
+            flat_dim(observation_space), num_outputs, action_space, model_config, rng, encoder
+        )
     return ActorCriticMLP(
         flat_dim(observation_space), num_outputs, isinstance(action_space, Box), model_config, rng, encoder
     )

@@ -1,7 +1,7 @@
 """The catalog LSTM actor-critic on TensorFlow (``model.lstm``), the torch catalog's twin.
 
 Network and framework-neutral names as documented in
-:mod:`rlgear.execution.lstm_inference`: ``shared/hidden_<i>``, ``lstm/kernel``
+:mod:`rlgear.execution.lstm_inference`: ``shared/conv_<i>`` (images), ``shared/hidden_<i>``, ``lstm/kernel``
 ``[in, 4*cell]``, ``lstm/recurrent_kernel`` ``[cell, 4*cell]``, ``lstm/bias``
 ``[4*cell]`` (gates i, f, g, o, as torch and Keras order them), ``policy/output``,
 ``value/output`` (``policy/log_std`` for Box actions). The cell is written out
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.execution.lstm_inference import lstm_input_size
-from rlgear.plugins.backends.tf.models import Dense, DenseStack, orthogonal
+from rlgear.plugins.backends.tf.models import ConvEncoder, Dense, DenseStack, orthogonal
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.spaces import Discrete, Space
 
@@ -64,7 +64,8 @@ class LSTMLayer(tf.Module):
 
 
 class LSTMActorCritic(tf.Module):
-    """MLP trunk (shared) -> LSTM -> policy and value heads; the torch ``LSTMActorCritic``'s twin.
+    """[conv trunk ->] MLP trunk (shared) -> LSTM -> policy and value heads; the torch
+    ``LSTMActorCritic``'s twin.
 
     ``__call__(obs, state, prev_actions, prev_rewards, seq_len, resets)``: rows are
     ``N`` sequences of ``seq_len`` steps, sequence-major; returns ``(dist_inputs, values, [h, c])``.
@@ -73,9 +74,18 @@ class LSTMActorCritic(tf.Module):
     recurrent = True
 
     def __init__(
-        self, obs_dim: int, num_outputs: int, action_space: Space, model_config: Any, rng: np.random.Generator
+        self,
+        obs_dim: int,
+        num_outputs: int,
+        action_space: Space,
+        model_config: Any,
+        rng: np.random.Generator,
+        encoder: ConvEncoder | None = None,
     ):
         super().__init__()
+        self.encoder = encoder
+        if encoder is not None:
+            obs_dim = encoder.output_dim
         sizes = list(model_config.hidden_sizes)
         ortho = model_config.orthogonal_init
         self.action_space = action_space
@@ -106,7 +116,7 @@ class LSTMActorCritic(tf.Module):
         seq_len: int = 1,
         resets: tf.Tensor | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
-        parts = [self.shared_body(obs)]
+        parts = [self.shared_body(obs if self.encoder is None else self.encoder(obs))]
         if self.use_prev_action:
             if self.continuous:
                 parts.append(tf.reshape(tf.cast(prev_actions, obs.dtype), [-1, self.action_space.size]))
@@ -131,6 +141,8 @@ class LSTMActorCritic(tf.Module):
     def named_variables(self) -> list[tuple[str, tf.Variable]]:
         """Neutral names in the order of the torch model's ``named_parameters()``."""
         out = [("policy/log_std", self.log_std)] if self.continuous else []
+        if self.encoder is not None:
+            out += self.encoder.named("shared")
         out += self.shared_body.named("shared") + self.lstm.named("lstm")
         out += self.policy_output.named("policy/output") + self.value_output.named("value/output")
         return out

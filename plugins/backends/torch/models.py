@@ -75,11 +75,15 @@ class ConvEncoder(nn.Module):
 
     See :mod:`rlgear.config.conv` for the layout contract; torch convolves in NCHW,
     so the input is permuted in and the output permuted back before flattening.
+    Rows of an image-plus-vector layout (``spec.vector_size > 0``) carry the
+    vector after the image: it is appended to the conv features unchanged.
     """
 
     def __init__(self, spec: ConvSpec, orthogonal_init: bool):
         super().__init__()
         self.image_shape = spec.image_shape
+        self.image_size = spec.image_size
+        self.vector_size = spec.vector_size
         self.scale = spec.scale
         self.output_dim = spec.output_dim
         self.convs = nn.ModuleList()
@@ -91,12 +95,16 @@ class ConvEncoder(nn.Module):
             self.convs.append(conv)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.reshape(-1, *self.image_shape).permute(0, 3, 1, 2)
+        image = obs if self.vector_size == 0 else obs[:, : self.image_size]
+        x = image.reshape(-1, *self.image_shape).permute(0, 3, 1, 2)
         if self.scale != 1.0:
             x = x * self.scale
         for conv in self.convs:
             x = torch.relu(conv(x))
-        return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+        features = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+        if self.vector_size == 0:
+            return features
+        return torch.cat([features, obs[:, self.image_size :]], dim=-1)
 
     def weight_names(self, prefix: str, attribute: str) -> dict[str, str]:
         """``{torch parameter name: neutral name}``, the module being held as ``attribute``."""
@@ -224,14 +232,15 @@ def build_model(
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
     if getattr(model_config, "lstm", False):
-        if isinstance(observation_space, Box) and len(observation_space.shape) == 3:
-            raise ConfigError(
-                "model.lstm: an LSTM over image observations (a conv net before the LSTM) is not "
-                f"supported yet; the observation space is {observation_space!r}"
-            )
         from rlgear.plugins.backends.torch.recurrent import LSTMActorCritic
 
-        return LSTMActorCritic(flat_dim(observation_space), num_outputs, action_space, model_config)
+        return LSTMActorCritic(
+            flat_dim(observation_space),
+            num_outputs,
+            action_space,
+            model_config,
+            conv_encoder(observation_space, model_config),
+        )
     return ActorCriticMLP(
         flat_dim(observation_space),
         num_outputs,

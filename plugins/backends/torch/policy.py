@@ -97,7 +97,9 @@ class TorchPolicy(Policy):
         twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
         if self.recurrent:
             return (
-                NumpyLSTMActorCritic(self.action_space, model_config, seed)
+                NumpyLSTMActorCritic(
+                    self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
+                )
                 if model_config.numpy_inference and twin_acts
                 else None
             )

@@ -1,7 +1,8 @@
 """The catalog LSTM actor-critic on torch (``model.lstm``).
 
 The network and its framework-neutral weight names are documented in
-:mod:`rlgear.execution.lstm_inference` (the numpy twin): an MLP trunk
+:mod:`rlgear.execution.lstm_inference` (the numpy twin): for image observations (or
+an image-plus-vector layout) the conv trunk ``shared/conv_<i>``, an MLP trunk
 ``shared/hidden_<i>``, one LSTM layer ``lstm/{kernel,recurrent_kernel,bias}``
 (gates i, f, g, o), then ``policy/output`` and ``value/output``.
 
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 
 from rlgear.execution.lstm_inference import lstm_input_size
-from rlgear.plugins.backends.torch.models import _dense_stack, _head, orthogonal_
+from rlgear.plugins.backends.torch.models import ConvEncoder, _dense_stack, _head, orthogonal_
 from rlgear.spaces import Discrete, Space
 
 
@@ -77,7 +78,7 @@ class LSTMLayer(nn.Module):
 
 
 class LSTMActorCritic(nn.Module):
-    """MLP trunk (shared by policy and value) -> LSTM -> policy and value heads.
+    """[conv trunk ->] MLP trunk (shared by policy and value) -> LSTM -> policy and value heads.
 
     ``forward(obs, state, prev_actions, prev_rewards, seq_len, resets)``: rows are
     ``N`` sequences of ``seq_len`` steps, sequence-major (``[N*L, F]``); ``state`` is
@@ -87,8 +88,18 @@ class LSTMActorCritic(nn.Module):
 
     recurrent = True
 
-    def __init__(self, obs_dim: int, num_outputs: int, action_space: Space, model_config: Any):
+    def __init__(
+        self,
+        obs_dim: int,
+        num_outputs: int,
+        action_space: Space,
+        model_config: Any,
+        encoder: ConvEncoder | None = None,
+    ):
         super().__init__()
+        self.encoder = encoder  # registered first: its parameters lead named_parameters(), as on TF
+        if encoder is not None:
+            obs_dim = encoder.output_dim
         sizes = list(model_config.hidden_sizes)
         ortho = model_config.orthogonal_init
         self.action_space = action_space
@@ -116,7 +127,7 @@ class LSTMActorCritic(nn.Module):
         seq_len: int = 1,
         resets: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        parts = [self.shared_body(obs)]
+        parts = [self.shared_body(obs if self.encoder is None else self.encoder(obs))]
         if self.use_prev_action:
             if self.continuous:
                 parts.append(prev_actions.reshape(obs.shape[0], -1).to(obs.dtype))
@@ -140,7 +151,7 @@ class LSTMActorCritic(nn.Module):
         return logits, values, [h, c]
 
     def weight_names(self) -> dict[str, str]:
-        names = {}
+        names = {} if self.encoder is None else self.encoder.weight_names("shared", "encoder")
         index = 0
         for i, module in enumerate(self.shared_body):
             if isinstance(module, nn.Linear):
