@@ -292,6 +292,13 @@ class Evaluator:
         return self.hooks is not None and bool(getattr(self.hooks.hook, name).get_hookimpls())
 
     # --- sampling -------------------------------------------------------------
+    def _act(
+        self, ts: TimeStep, explore: bool = True, advance_state: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The single policy's actions for ``ts`` (:meth:`PolicyCollector.act`: recurrent state per
+        env slot); the sampler acts on a single-agent env through this."""
+        return self._collector.act(ts, explore=explore, advance_state=advance_state)
+
     def _sample_fragment(self) -> SampleBatch:
         """Records one fragment (every policy's window, kept for :meth:`sample_with_count` to cut);
         returns the first policy's table. On a single-agent env that is the fragment, ``[T+1, B]``

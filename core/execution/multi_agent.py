@@ -321,7 +321,12 @@ class MultiAgentSampler:
         n = self.num_envs
         for pid, stream in self.streams.items():
             collector, ts, active = stream.collector, stream.ts, stream.ts_active
-            if self.single_agent or active.all():  # every slot acts: no gathering, no scattering
+            if self.single_agent:  # through the evaluator's _act (tests and tools wrap it)
+                if advance_state:
+                    actions, extras = self.evaluator._act(ts, explore)
+                else:
+                    actions, extras = self.evaluator._act(ts, explore, advance_state=False)
+            elif active.all():  # every slot acts: no gathering, no scattering
                 actions, extras = collector.act(ts, explore=explore, advance_state=advance_state)
             else:
                 actions, extras = self._act_on_active(stream, explore, advance_state)
