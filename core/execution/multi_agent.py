@@ -141,7 +141,8 @@ class _PolicyStream:
         self.all_active = True
         self.n = 0
 
-    def add(self, row: dict[str, Any], active: np.ndarray, valid: np.ndarray | None) -> None:
+    def add(self, row: dict[str, Any], active: np.ndarray | None, valid: np.ndarray | None) -> None:
+        """Records a step's row; ``active`` None: every slot is active (a single-agent env)."""
         t = self.n
         buffers = self.buffers
         for key, value in row.items():
@@ -150,9 +151,12 @@ class _PolicyStream:
                 value = np.asarray(value)
                 buffer = buffers[key] = np.zeros((self.capacity, *value.shape), dtype=value.dtype)
             buffer[t] = value
-        self.active[t] = active
-        if self.all_active and not active.all():
-            self.all_active = False
+        if active is None:
+            self.active[t] = True
+        else:
+            self.active[t] = active
+            if self.all_active and not active.all():
+                self.all_active = False
         if valid is not None and (self.valid is not None or not valid.all()):
             if self.valid is None:
                 self.valid = np.ones((self.capacity, self.slots.num_slots), dtype=bool)
@@ -204,6 +208,7 @@ class MultiAgentSampler:
             pid: _PolicyStream(collectors[pid], AgentSlots(agents, self.num_envs, agent_index))
             for pid, agents in agents_of_policy.items()
         }
+        self._single = next(iter(self.streams.values()))  # the one stream of a single-agent env
         self.postprocess_fn = postprocess_fn
         n = self.num_envs
         self._starting = np.ones(n, dtype=bool)  # slots whose current step is an episode's reset
@@ -235,8 +240,9 @@ class MultiAgentSampler:
     def _track(self, mts: MultiAgentTimeStep) -> None:
         """Episode bookkeeping per env slot: returns summed over agents, per policy, env steps."""
         ev = self.evaluator
+        valid = None
         if self.single_agent:
-            ts = next(iter(self.streams.values())).ts
+            ts = self._single.ts
             valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
             if valid is None and ts.step_type.tobytes() == self._all_mid:
                 # fast path: no episode starts or ends (comparing the bytes costs less than any reduction)
@@ -249,10 +255,36 @@ class MultiAgentSampler:
                 for i in np.flatnonzero(~valid):
                     if self._running.pop(int(i), None) is not None:
                         ev.episodes_aborted += 1  # its client dropped: never reported, rows dropped
-            starting = ts.step_type == _FIRST  # an external env's slot may start without an end before
+            starting = ts.step_type == _FIRST  # an external env's slot may start with no end before
         else:
-            valid = None
             starting = self._starting
+        if np.count_nonzero(starting):
+            self._start_episodes(starting)
+        moved = ~starting
+        if valid is not None:  # rows carrying no env step (TimeStep.valid)
+            moved &= valid
+        if self.single_agent:
+            steps = int(np.count_nonzero(moved))
+            ev._env_steps += steps
+            self.agent_steps += steps
+            self._episode_return += np.where(moved, ts.reward, 0.0)
+        else:
+            ev._env_steps += int(np.count_nonzero(moved))
+            for pid, stream in self.streams.items():
+                stepped = stream.ts_active & (stream.ts.step_type != _FIRST)
+                self.agent_steps += int(np.count_nonzero(stepped))
+                per_env = np.where(stepped, stream.ts.reward, 0.0).reshape(-1, self.num_envs).sum(axis=0)
+                self._policy_return[pid] += per_env
+                self._episode_return += per_env
+        self._episode_length += moved
+        end = mts.episode_end
+        if np.count_nonzero(end):
+            self._end_episodes(mts, end)
+        if not self.single_agent:
+            self._starting = np.array(end, dtype=bool)
+
+    def _start_episodes(self, starting: np.ndarray) -> None:
+        ev = self.evaluator
         for i in np.flatnonzero(starting):
             self._episode_ids[i] = self._next_episode_id
             self._next_episode_id += 1
@@ -266,22 +298,9 @@ class MultiAgentSampler:
             self._running[int(i)] = episode
             if ev._hooked("on_episode_start"):
                 hooks_mod.call(ev.hooks, "on_episode_start", worker=ev, episode=episode)
-        moved = ~starting
-        if valid is not None:  # rows carrying no env step (TimeStep.valid)
-            moved &= valid
-        ev._env_steps += int(np.count_nonzero(moved))
-        self._episode_length += moved
-        for pid, stream in self.streams.items():
-            ts, active = stream.ts, stream.ts_active
-            stepped = active & (ts.step_type != _FIRST)
-            if valid is not None:
-                stepped &= valid
-            self.agent_steps += int(np.count_nonzero(stepped))
-            per_slot = np.where(stepped, ts.reward, 0.0)
-            per_env = per_slot.reshape(-1, self.num_envs).sum(axis=0)
-            self._policy_return[pid] += per_env
-            self._episode_return += per_env
-        end = np.asarray(mts.episode_end, dtype=bool)
+
+    def _end_episodes(self, mts: MultiAgentTimeStep, end: np.ndarray) -> None:
+        ev = self.evaluator
         for i in np.flatnonzero(end):
             episode = self._running.pop(int(i), None)
             if episode is None:
@@ -298,7 +317,6 @@ class MultiAgentSampler:
             if not self.single_agent:
                 summary["policy_returns"] = {pid: float(r[i]) for pid, r in self._policy_return.items()}
             ev._finished.append(summary)
-        self._starting = end.copy()
 
     def _last_info(self, mts: MultiAgentTimeStep, env: int) -> dict[str, Any]:
         """``episode.last_info``: the env's info row (single-agent), or ``{agent: its info row}`` for the
@@ -330,8 +348,11 @@ class MultiAgentSampler:
                 actions, extras = collector.act(ts, explore=explore, advance_state=advance_state)
             else:
                 actions, extras = self._act_on_active(stream, explore, advance_state)
-            if record:
-                rows[pid] = (self._row(stream, ts, active, actions, extras), active)
+            if record:  # a single-agent env's rows are all active
+                rows[pid] = (
+                    self._row(stream, ts, active, actions, extras),
+                    None if self.single_agent else active,
+                )
             if self.single_agent:
                 env_actions[OneAgentEnv.AGENT] = collector.env_actions(actions)
                 continue
@@ -472,7 +493,7 @@ class MultiAgentSampler:
         self,
         stream: _PolicyStream,
         row: dict[str, np.ndarray],
-        active: np.ndarray,
+        active: np.ndarray | None,
         valid: np.ndarray | None,
         out: list[SampleBatch],
     ) -> int:
@@ -481,7 +502,7 @@ class MultiAgentSampler:
         collector = stream.collector
         step_types = row[SampleBatch.STEP_TYPES]
         steps = 0
-        for slot in np.flatnonzero(active):
+        for slot in range(len(step_types)) if active is None else np.flatnonzero(active):
             if valid is not None and not valid[slot]:
                 # no env step here; an episode still collecting was aborted: discard it
                 dropped, stream.partial[slot] = stream.partial[slot], []
