@@ -145,12 +145,15 @@ class _PolicyStream:
         """Records a step's row; ``active`` None: every slot is active (a single-agent env)."""
         t = self.n
         buffers = self.buffers
-        for key, value in row.items():
-            buffer = buffers.get(key)
-            if buffer is None:
-                value = np.asarray(value)
-                buffer = buffers[key] = np.zeros((self.capacity, *value.shape), dtype=value.dtype)
-            buffer[t] = value
+        try:
+            for key, value in row.items():
+                buffers[key][t] = value
+        except KeyError:  # the fragment's first row, or a column that shows up later
+            for key, value in row.items():
+                if key not in buffers:
+                    value = np.asarray(value)
+                    buffers[key] = np.zeros((self.capacity, *value.shape), dtype=value.dtype)
+                buffers[key][t] = value
         if active is None:
             self.active[t] = True
         else:
@@ -230,10 +233,15 @@ class MultiAgentSampler:
         self._observe(self.env.reset(seed=seed))
 
     def _observe(self, mts: MultiAgentTimeStep) -> None:
+        if self.single_agent:  # the filter skips the rows TimeStep.valid says carry no step
+            stream = self._single
+            stream.ts = stream.collector.observe(mts.steps[OneAgentEnv.AGENT])
+            stream.ts_active = mts.active[OneAgentEnv.AGENT]
+            self._track(mts)
+            return
         for stream in self.streams.values():
             ts, active = stream.slots.gather(mts)
-            # a single-agent env's rows are all active: the filter skips the rows TimeStep.valid says
-            stream.ts = stream.collector.observe(ts, valid=None if self.single_agent else active)
+            stream.ts = stream.collector.observe(ts, valid=active)
             stream.ts_active = active
         self._track(mts)
 
@@ -290,8 +298,9 @@ class MultiAgentSampler:
             self._next_episode_id += 1
             self._episode_return[i] = 0.0
             self._episode_length[i] = 0
-            for returns in self._policy_return.values():
-                returns[i] = 0.0
+            if not self.single_agent:
+                for returns in self._policy_return.values():
+                    returns[i] = 0.0
             episode = Episode(
                 env_id=int(i), episode_id=int(self._episode_ids[i]), worker_index=ev.worker_index
             )
