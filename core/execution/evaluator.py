@@ -210,13 +210,6 @@ class Evaluator:
                 len(agents_of_policy[pid]) * self.num_envs,
                 env_name,
             )
-        filtered = [pid for pid, c in self.collectors.items() if c.obs_filter is not None]
-        if filtered and len(self.collectors) > 1:
-            raise config.fail(
-                "model.observation_filter",
-                f"the observation filter is not supported with several policies yet ({', '.join(self.collectors)}); "
-                "set it to none (or normalise observations in the env)",
-            )
         first = next(iter(self.collectors.values()))
         self._collector = first
         self.observation_space, self.action_space = first.observation_space, first.action_space
@@ -244,8 +237,37 @@ class Evaluator:
 
     @property
     def obs_filter(self) -> Any:
-        """``model.observation_filter`` of the (first) policy (None when off)."""
+        """``model.observation_filter`` of the (first) policy (None when off); see :attr:`obs_filters`."""
         return self._collector.obs_filter
+
+    @property
+    def obs_filters(self) -> dict[str, Any]:
+        """``{policy id: observation filter}`` of the policies that have one: each policy's filter
+        sees the observations of the agents mapped to it (its own statistics, merged across workers
+        and checkpointed per policy)."""
+        return {pid: c.obs_filter for pid, c in self.collectors.items() if c.obs_filter is not None}
+
+    def obs_filter_state(self) -> Any:
+        """The filter statistics :meth:`set_weights` takes: the filter's arrays (one policy),
+        ``{policy id: arrays}`` (several), None without a filter."""
+        filters = self.obs_filters
+        if not filters:
+            return None
+        if len(self.collectors) == 1:
+            return next(iter(filters.values())).get_state()
+        return {pid: f.get_state() for pid, f in filters.items()}
+
+    def merge_obs_filter_delta(self, delta: Any) -> None:
+        """Merge a remote worker's ``obs_filter_delta`` (as its :meth:`pop_metrics` gives it) into
+        these filters (the driver's: the global statistics)."""
+        if len(self.collectors) == 1:
+            if self.obs_filter is not None:
+                self.obs_filter.merge_delta(delta)
+            return
+        for pid, arrays in delta.items():
+            own = self.collectors[pid].obs_filter if pid in self.collectors else None
+            if own is not None:
+                own.merge_delta(arrays)
 
     @obs_filter.setter
     def obs_filter(self, value: Any) -> None:
@@ -345,8 +367,10 @@ class Evaluator:
         if self.multi_agent:  # agent steps (results: agent_timesteps_total)
             out["agent_steps"] = self._sampler.agent_steps
         self._sampler.agent_steps = 0
-        if self.obs_filter is not None and self.worker_index > 0:
-            out[OBS_FILTER_DELTA] = self.obs_filter.pop_delta()
+        filters = self.obs_filters
+        if filters and self.worker_index > 0:  # one policy: its arrays; several: {policy id: arrays}
+            deltas = {pid: f.pop_delta() for pid, f in filters.items()}
+            out[OBS_FILTER_DELTA] = deltas if len(self.collectors) > 1 else next(iter(deltas.values()))
         self._finished = []
         self._env_steps = 0
         return out
@@ -534,8 +558,8 @@ class WorkerSet:
         ray = self._remote.ray
         ref = ray.put(self.local_worker.get_weights())
         self.last_weights_ref = ref
-        obs_filter = self.local_worker.obs_filter
-        filter_ref = None if obs_filter is None else ray.put(obs_filter.get_state())
+        filter_state = self.local_worker.obs_filter_state()
+        filter_ref = None if filter_state is None else ray.put(filter_state)
         for worker_id in ids:
             if filter_ref is None:
                 self._slots[worker_id].set_weights.remote(ref)
@@ -724,8 +748,8 @@ class WorkerSet:
                 self.replace_worker(worker_id, handle, err)
                 metrics = {"episodes": []}
             delta = metrics.pop(OBS_FILTER_DELTA, None)
-            if delta is not None and self.local_worker.obs_filter is not None:
-                self.local_worker.obs_filter.merge_delta(delta)  # the global filter
+            if delta is not None:
+                self.local_worker.merge_obs_filter_delta(delta)  # the global filters
             metrics["env_steps"] = self._delivered_steps.get(worker_id, 0)
             self._delivered_steps[worker_id] = 0
             out.append(metrics)
