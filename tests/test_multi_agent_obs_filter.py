@@ -76,6 +76,28 @@ def test_each_policy_filters_the_observations_of_its_own_agents_only():
     assert filters["pa"].stats.mean[1] == 0.0 and filters["pb"].stats.mean[1] == 1.0
 
 
+def test_a_per_policy_model_override_gives_a_filter_to_that_policy_only():
+    raw = ma_config(
+        "make_late_join",
+        multiagent={
+            "policies": {"pa": {"model": {"observation_filter": "mean_std"}}, "pb": {}},
+            "policy_mapping": {"a": "pa", "b": "pb"},
+        },
+    )
+    config = config_mod.resolve(raw)
+    algo = registry.load_algorithm("ppo")
+    evaluator = Evaluator(
+        config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
+    )
+    try:
+        batch = evaluator.sample()
+        assert set(evaluator.obs_filters) == {"pa"} and evaluator.obs_filters["pa"].stats.count > 0
+    finally:
+        evaluator.stop()
+    assert (batch["pa"]["obs"][:, 0] < 0).any()  # standardised: the raw step column is never negative
+    assert np.all(batch["pb"]["obs"][:, 1] == 1.0) and (batch["pb"]["obs"][:, 0] >= 0).all()  # b's: raw
+
+
 def test_a_checkpoint_keeps_each_policys_filter_under_its_prefix_and_restores_it(tmp_path):
     raw = ma_config("make_late_join", model=FILTERED, multiagent=independent())
     trainer = registry.load_algorithm("ppo")(raw, logdir=tmp_path / "run")
