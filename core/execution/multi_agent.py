@@ -92,8 +92,13 @@ class OneAgentEnv(MultiAgentVectorEnv):
         self.observation_spaces = {self.AGENT: env.observation_space}
         self.action_spaces = {self.AGENT: env.action_space}
         self._active = {self.AGENT: np.ones(self.num_envs, dtype=bool)}
+        self._all_mid = np.full(self.num_envs, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
+        self._no_end = np.zeros(self.num_envs, dtype=bool)
+        self._no_end.flags.writeable = False  # shared by the steps where no episode ends
 
     def _wrap(self, ts: TimeStep) -> MultiAgentTimeStep:
+        if ts.step_type.tobytes() == self._all_mid:  # most steps: cheaper than any comparison
+            return MultiAgentTimeStep({self.AGENT: ts}, self._active, self._no_end)
         end = ts.step_type == _LAST
         if ts.valid is not None:
             end &= ts.valid
