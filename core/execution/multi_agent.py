@@ -108,7 +108,10 @@ class OneAgentEnv(MultiAgentVectorEnv):
         return self._wrap(self.env.reset(seed=seed))
 
     def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
-        return self._wrap(self.env.step(actions[self.AGENT]))
+        ts = self.env.step(actions[self.AGENT])
+        if ts.step_type.tobytes() == self._all_mid:  # most steps (the hot loop: no call to _wrap)
+            return MultiAgentTimeStep({self.AGENT: ts}, self._active, self._no_end)
+        return self._wrap(ts)
 
     def close(self) -> None:
         self.env.close()
@@ -321,8 +324,11 @@ class MultiAgentSampler:
                 continue  # started before a reset() or restore: its start was not seen
             episode.episode_return = float(self._episode_return[i])
             episode.length = int(self._episode_length[i])
-            discounts = [mts.steps[a].discount[i] for a in self.possible_agents if mts.active[a][i]]
-            episode.terminated = bool(discounts) and all(d == 0 for d in discounts)
+            if self.single_agent:
+                episode.terminated = bool(mts.steps[OneAgentEnv.AGENT].discount[i] == 0)
+            else:
+                discounts = [mts.steps[a].discount[i] for a in self.possible_agents if mts.active[a][i]]
+                episode.terminated = bool(discounts) and all(d == 0 for d in discounts)
             episode.truncated = not episode.terminated
             if ev._hooked("on_episode_end"):
                 episode.last_info = self._last_info(mts, int(i))
