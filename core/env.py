@@ -117,6 +117,10 @@ class MultiAgentTimeStep:
     previous action (zeros at its FIRST), not the last action taken in the env: in turn-based games
     these differ. In a turn-based game only the agent to move is present at the reset; the others
     get their FIRST at their first move.
+
+    ``steps[agent].info`` is the agent's own info (gymnasium's vector layout, as
+    :attr:`TimeStep.info`), or None; ``episode.last_info`` in ``on_episode_end`` is
+    ``{agent: its info row}`` for the agents that have a step when the episode ends.
     """
 
     steps: dict[str, TimeStep]

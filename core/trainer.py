@@ -31,7 +31,7 @@ from rlgear.discovery.hooks import make_plugin_manager
 from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
 from rlgear.execution.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
 from rlgear.execution.metrics import MetricsWindow
-from rlgear.execution.observation_filter import OBS_FILTER_PREFIX, RunningStats
+from rlgear.execution.observation_filter import RunningStats
 from rlgear.execution.postprocessing import trainable_rows
 from rlgear.execution.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.policy import PolicyState
@@ -401,9 +401,11 @@ class Trainer:
         }
         arrays.update({f"algorithm/{k}": v for k, v in self.get_algorithm_arrays().items()})
         arrays.update({f"env/{k}": v for k, v in self.workers.get_env_state().items()})
-        obs_filter = self.workers.local_worker.obs_filter
-        if obs_filter is not None:  # the global statistics (remote workers' deltas merged)
-            arrays.update({f"{OBS_FILTER_PREFIX}{k}": v for k, v in obs_filter.get_state().items()})
+        several = len(self.policy_map) > 1
+        for pid, obs_filter in self.workers.local_worker.obs_filters.items():
+            # the global statistics (remote workers' deltas merged), per policy
+            prefix = ckpt.obs_filter_prefix(pid, several)
+            arrays.update({f"{prefix}{k}": v for k, v in obs_filter.get_state().items()})
         return arrays, state
 
     def get_algorithm_state(self) -> dict[str, Any]:
@@ -542,8 +544,8 @@ class Trainer:
         self.set_algorithm_arrays(
             {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
         )
-        if filter_arrays is not None:
-            self.workers.foreach_worker(lambda w, a=filter_arrays: w.obs_filter.set_state(a))
+        if filter_arrays:
+            self.workers.foreach_worker(lambda w, a=filter_arrays: _set_obs_filter_states(w, a))
         self.workers.sync_weights()
         # Env internals can't be saved in general: restart envs with a seed that
         # depends on how often the run was restored, so a resumed run is reproducible.
@@ -554,24 +556,25 @@ class Trainer:
             lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch), update_filter=False)
         )
 
-    def _checked_obs_filter_arrays(self, arrays: Mapping[str, Any], path: str) -> dict[str, Any] | None:
-        """The checkpoint's observation-filter statistics, checked against the filter (None without one)."""
-        obs_filter = self.workers.local_worker.obs_filter
-        if obs_filter is None:
-            return None
-        filter_arrays = {
-            k.removeprefix(OBS_FILTER_PREFIX): v for k, v in arrays.items() if k.startswith(OBS_FILTER_PREFIX)
-        }
-        if not filter_arrays:
-            raise CheckpointError(
-                f"{path}: the checkpoint holds no observation filter statistics, but "
-                "model.observation_filter is mean_std (it was trained without the filter)"
-            )
-        try:
-            RunningStats.from_arrays(filter_arrays, obs_filter.shape, "the checkpoint")
-        except ValueError as err:
-            raise CheckpointError(f"{path}: {err}") from err
-        return filter_arrays
+    def _checked_obs_filter_arrays(self, arrays: Mapping[str, Any], path: str) -> dict[str, dict[str, Any]]:
+        """Per policy with a filter, the checkpoint's observation-filter statistics, checked against
+        the filter (empty without filters)."""
+        several = len(self.policy_map) > 1
+        out = {}
+        for pid, obs_filter in self.workers.local_worker.obs_filters.items():
+            filter_arrays = ckpt.obs_filter_arrays(dict(arrays), pid, several)
+            which = f"policy '{pid}': " if several else ""
+            if not filter_arrays:
+                raise CheckpointError(
+                    f"{path}: {which}the checkpoint holds no observation filter statistics, but "
+                    "model.observation_filter is mean_std (it was trained without the filter)"
+                )
+            try:
+                RunningStats.from_arrays(filter_arrays, obs_filter.shape, "the checkpoint")
+            except ValueError as err:
+                raise CheckpointError(f"{path}: {which}{err}") from err
+            out[pid] = filter_arrays
+        return out
 
     def reseed(self, seed: int) -> None:
         """New random streams derived from ``seed`` for everything this trainer draws from.
@@ -619,3 +622,9 @@ def read_progress(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _set_obs_filter_states(evaluator: Any, arrays: dict[str, dict[str, Any]]) -> None:
+    """A checkpoint's filter statistics into each policy's filter (on any worker)."""
+    for pid, obs_filter in evaluator.obs_filters.items():
+        obs_filter.set_state(arrays[pid])

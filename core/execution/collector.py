@@ -1,9 +1,9 @@
 """The per-policy work of an evaluator: preprocessing, the observation filter, recurrent state, actions.
 
 A :class:`PolicyCollector` serves one policy over a fixed set of *slots*: the env slots of a
-single-agent env, or the (env slot, agent) pairs a multi-agent env maps to the policy. Both the
-single-agent and the multi-agent sampling loops of :class:`~rlgear.execution.evaluator.Evaluator`
-go through it, so a policy sees the same preprocessed, filtered observations and keeps its
+single-agent env, or the (env slot, agent) pairs a multi-agent env maps to the policy. The one
+sampling loop, :class:`~rlgear.execution.multi_agent.MultiAgentSampler` (a single-agent env is its
+one-agent case), goes through it, so a policy sees the same preprocessed, filtered observations and keeps its
 recurrent state per slot however many agents an env has.
 """
 

@@ -15,8 +15,10 @@ an episode still running keeps its rows for the next call.
 The per-policy work (preprocessing, the observation filter, recurrent state, actions) is a
 :class:`~rlgear.execution.collector.PolicyCollector`: one for a single-agent env (the policy
 ``default``, its slots the env slots), one per policy for a
-:class:`~rlgear.env.MultiAgentVectorEnv`, whose sampling (per-agent streams compacted at each
-fragment cut) is :class:`~rlgear.execution.multi_agent.MultiAgentSampler`.
+:class:`~rlgear.env.MultiAgentVectorEnv`. Recording (fragments, whole episodes, episode
+bookkeeping) is :class:`~rlgear.execution.multi_agent.MultiAgentSampler`, for every env: a
+single-agent env is its one-agent case (:class:`~rlgear.execution.multi_agent.OneAgentEnv`, one
+policy, every slot always active), not a loop of its own.
 """
 
 from __future__ import annotations
@@ -34,24 +36,23 @@ from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentVectorEnv, VideoRequest
 from rlgear.errors import UnsupportedError
 from rlgear.execution.collector import PolicyCollector
-from rlgear.execution.metrics import Episode, env_info_row
-from rlgear.execution.multi_agent import MultiAgentSampler, check_policy_spaces
+from rlgear.execution.multi_agent import (  # drop_invalid_rows: re-exported, it lived here
+    MultiAgentSampler,
+    OneAgentEnv,
+    check_policy_spaces,
+    drop_invalid_rows,
+)
 from rlgear.execution.postprocessing import trainable_rows
-from rlgear.execution.sequences import chop_into_sequences
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
-from rlgear.timestep import StepType, TimeStep
+from rlgear.timestep import TimeStep
+
+__all__ = ["Evaluator", "WorkerSet", "drop_invalid_rows", "env_seed", "worker_seed"]
 
 #: ``pop_metrics`` key of a remote worker's observation-filter delta (merged by the driver).
 OBS_FILTER_DELTA = "obs_filter_delta"
 
 PostprocessFn = Callable[[SampleBatch, Any, Any], SampleBatch]
-
-_FIRST, _MID, _LAST = (
-    int(StepType.FIRST),
-    int(StepType.MID),
-    int(StepType.LAST),
-)  # plain ints: enum lookups cost in the hot loop
 
 # Env i of worker w is seeded with seed + WORKER_SEED_STRIDE * w + i.
 WORKER_SEED_STRIDE = 10_000
@@ -66,32 +67,6 @@ def worker_seed(seed: int | None, worker_index: int) -> int | None:
     if seed is None:
         return None
     return int(seed) + WORKER_SEED_STRIDE * worker_index + 1
-
-
-def drop_invalid_rows(fragment: dict[str, np.ndarray], valid: np.ndarray) -> int:
-    """Turn invalid rows, and the rows of episodes they abort, into LAST rows; return env steps dropped.
-
-    ``valid`` is ``[T+1, B]`` (``TimeStep.valid`` per row). An invalid row right
-    after a valid non-LAST row means the episode running in that env was
-    aborted (an external client dropped): its rows in this fragment, back to its
-    FIRST, must not be trained on. Marking them LAST is enough for every
-    postprocessing (LAST rows are never trained on, and no value crosses a LAST).
-    Rows of that episode in earlier fragments were bootstrapped like a
-    truncation; ``batch_mode: complete_episodes`` keeps even those out.
-    """
-    steps = fragment[SampleBatch.STEP_TYPES]
-    dropped = 0
-    for t, b in zip(*np.nonzero(~valid[1:] & valid[:-1]), strict=True):
-        k = int(t)  # the row before the invalid row t+1
-        while k >= 0 and valid[k, b] and steps[k, b] != _LAST:
-            valid[k, b] = False
-            dropped += int(steps[k, b] != _FIRST)
-            if steps[k, b] == _FIRST:
-                break
-            k -= 1
-    steps[~valid] = _LAST
-    fragment[SampleBatch.REWARDS][~valid] = 0.0
-    return dropped
 
 
 def env_seed(seed: int | None, worker_index: int, epoch: int = 0) -> int | None:
@@ -159,19 +134,12 @@ class Evaluator:
         self.complete_episodes = config.workers.batch_mode == "complete_episodes"
         #: Nominal env steps per ``sample()`` call (``complete_episodes`` may take more).
         self.steps_per_sample = self.fragment_length * self.num_envs
-        n = self.num_envs
-        self._episode_return = np.zeros(n, dtype=np.float64)
-        self._episode_length = np.zeros(n, dtype=np.int64)
-        self._episode_ids = np.zeros(n, dtype=np.int64)
-        self._all_mid = np.full(n, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
-        self._next_episode_id = 0
-        self._running: dict[int, Episode] = {}
         self._finished: list[dict[str, Any]] = []
         self._env_steps = 0
         #: Episodes discarded because their env's rows became invalid (an external client dropped).
         self.episodes_aborted = 0
-        self._partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(n)]
-        self._timestep = self.reset(env_seed(config.seed, worker_index))
+        self._window: dict[str, dict[str, Any]] = {}
+        self.reset(env_seed(config.seed, worker_index))
 
     def _build_collectors(
         self,
@@ -207,7 +175,9 @@ class Evaluator:
             )
             self.collectors = {ids[0]: collector}
             self._collector = collector
-            self._multi = None
+            self._sampler = MultiAgentSampler(
+                self, OneAgentEnv(self.env), self.collectors, {ids[0]: [OneAgentEnv.AGENT]}, postprocess_fn
+            )
             return
         algorithm = getattr(check_spaces, "__self__", None)  # Trainer.check_spaces is a classmethod
         if algorithm is not None and not getattr(algorithm, "multi_agent", False):
@@ -240,17 +210,10 @@ class Evaluator:
                 len(agents_of_policy[pid]) * self.num_envs,
                 env_name,
             )
-        filtered = [pid for pid, c in self.collectors.items() if c.obs_filter is not None]
-        if filtered and len(self.collectors) > 1:
-            raise config.fail(
-                "model.observation_filter",
-                f"the observation filter is not supported with several policies yet ({', '.join(self.collectors)}); "
-                "set it to none (or normalise observations in the env)",
-            )
         first = next(iter(self.collectors.values()))
         self._collector = first
         self.observation_space, self.action_space = first.observation_space, first.action_space
-        self._multi = MultiAgentSampler(self, self.collectors, agents_of_policy, postprocess_fn)
+        self._sampler = MultiAgentSampler(self, self.env, self.collectors, agents_of_policy, postprocess_fn)
 
     # --- the policy set ---------------------------------------------------------------
     @property
@@ -274,8 +237,37 @@ class Evaluator:
 
     @property
     def obs_filter(self) -> Any:
-        """``model.observation_filter`` of the (first) policy (None when off)."""
+        """``model.observation_filter`` of the (first) policy (None when off); see :attr:`obs_filters`."""
         return self._collector.obs_filter
+
+    @property
+    def obs_filters(self) -> dict[str, Any]:
+        """``{policy id: observation filter}`` of the policies that have one: each policy's filter
+        sees the observations of the agents mapped to it (its own statistics, merged across workers
+        and checkpointed per policy)."""
+        return {pid: c.obs_filter for pid, c in self.collectors.items() if c.obs_filter is not None}
+
+    def obs_filter_state(self) -> Any:
+        """The filter statistics :meth:`set_weights` takes: the filter's arrays (one policy),
+        ``{policy id: arrays}`` (several), None without a filter."""
+        filters = self.obs_filters
+        if not filters:
+            return None
+        if len(self.collectors) == 1:
+            return next(iter(filters.values())).get_state()
+        return {pid: f.get_state() for pid, f in filters.items()}
+
+    def merge_obs_filter_delta(self, delta: Any) -> None:
+        """Merge a remote worker's ``obs_filter_delta`` (as its :meth:`pop_metrics` gives it) into
+        these filters (the driver's: the global statistics)."""
+        if len(self.collectors) == 1:
+            if self.obs_filter is not None:
+                self.obs_filter.merge_delta(delta)
+            return
+        for pid, arrays in delta.items():
+            own = self.collectors[pid].obs_filter if pid in self.collectors else None
+            if own is not None:
+                own.merge_delta(arrays)
 
     @obs_filter.setter
     def obs_filter(self, value: Any) -> None:
@@ -286,9 +278,20 @@ class Evaluator:
         """The recurrent state per env slot (empty for feed-forward policies)."""
         return self._collector.state
 
+    @property
+    def _timestep(self) -> TimeStep | None:
+        """The current TimeStep the policy sees (single-agent env; None on a multi-agent env)."""
+        return self._sampler.streams[self._collector.policy_id].ts if not self.multi_agent else None
+
+    @property
+    def _episode_length(self) -> np.ndarray:
+        """Env steps of the episode running in each env slot."""
+        return self._sampler._episode_length
+
     # --- env stepping and episode bookkeeping -------------------------------
     def reset(self, seed: int | None = None, update_filter: bool = True) -> TimeStep | None:
-        """Restart every env (running episodes are dropped, not counted).
+        """Restart every env (running episodes are dropped, not counted); the current TimeStep of a
+        single-agent env (None on a multi-agent one).
 
         ``update_filter=False`` keeps the observation filter's statistics as they are
         (a restore: the checkpoint's statistics stay exactly as saved).
@@ -299,76 +302,11 @@ class Evaluator:
             for f in filters:
                 f.frozen = True
         try:
-            if self._multi is not None:
-                self._multi.reset(seed)
-                return None
-            timestep = self._observe(self.env.reset(seed=seed))
+            self._sampler.reset(seed)
         finally:
             for f, was in zip(filters, frozen, strict=True):
                 f.frozen = was
-        self._collector.reset_state()
-        self._running.clear()
-        self._partial = [[] for _ in range(self.num_envs)]
-        self._track(timestep)
-        self._timestep = timestep
-        return timestep
-
-    def _step(self, actions: np.ndarray) -> TimeStep:
-        timestep = self._observe(self.env.step(self._collector.env_actions(actions)))
-        self._track(timestep)
-        return timestep
-
-    def _observe(self, ts: TimeStep) -> TimeStep:
-        """The TimeStep the policy and the batch see (:meth:`PolicyCollector.observe`): runs on every
-        TimeStep from ``env.reset`` and ``env.step`` before anything else reads it."""
-        return self._collector.observe(ts)
-
-    def _track(self, ts: TimeStep) -> None:
-        valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
-        if valid is None and ts.step_type.tobytes() == self._all_mid:
-            # fast path: no episode starts or ends (comparing the bytes costs less than any numpy reduction)
-            self._env_steps += self.num_envs
-            self._episode_return += ts.reward
-            self._episode_length += 1
-            return
-        if valid is not None:
-            for i in np.flatnonzero(~valid):
-                if self._running.pop(int(i), None) is not None:
-                    self.episodes_aborted += 1  # its client dropped: never reported, rows dropped
-        first = ts.step_type == _FIRST
-        if np.count_nonzero(first):
-            for i in np.flatnonzero(first):
-                self._episode_ids[i] = self._next_episode_id
-                self._next_episode_id += 1
-                self._episode_return[i] = 0.0
-                self._episode_length[i] = 0
-                episode = Episode(
-                    env_id=int(i), episode_id=int(self._episode_ids[i]), worker_index=self.worker_index
-                )
-                self._running[int(i)] = episode
-                if self._hooked("on_episode_start"):
-                    hooks_mod.call(self.hooks, "on_episode_start", worker=self, episode=episode)
-        moved = ~first
-        last = ts.step_type == _LAST
-        if valid is not None:  # rows carrying no env step (TimeStep.valid)
-            moved &= valid
-            last &= valid
-        self._env_steps += int(np.count_nonzero(moved))
-        self._episode_return += np.where(moved, ts.reward, 0.0)
-        self._episode_length += moved
-        if np.count_nonzero(last):
-            for i in np.flatnonzero(last):
-                episode = self._running.pop(int(i), None)
-                if episode is None:
-                    continue  # started before a reset() or restore: its start was not seen
-                episode.episode_return = float(self._episode_return[i])
-                episode.length = int(self._episode_length[i])
-                episode.terminated = bool(ts.discount[i] == 0)
-                episode.truncated = not episode.terminated
-                if self._hooked("on_episode_end"):
-                    episode.last_info = env_info_row(ts.info, int(i))
-                    hooks_mod.call(self.hooks, "on_episode_end", worker=self, episode=episode)
-                self._finished.append(episode.summary())
+        return self._timestep
 
     def _hooked(self, name: str) -> bool:
         """Whether any plugin implements hook ``name``: calling pluggy with none costs
@@ -379,113 +317,42 @@ class Evaluator:
     def _act(
         self, ts: TimeStep, explore: bool = True, advance_state: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Actions for ``ts`` (:meth:`PolicyCollector.act`: recurrent state per env slot)."""
+        """The single policy's actions for ``ts`` (:meth:`PolicyCollector.act`: recurrent state per
+        env slot); the sampler acts on a single-agent env through this."""
         return self._collector.act(ts, explore=explore, advance_state=advance_state)
 
-    def _row(self, ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        row = {
-            SampleBatch.OBS: ts.observation,
-            SampleBatch.ACTIONS: actions,
-            SampleBatch.REWARDS: ts.reward,
-            SampleBatch.DISCOUNTS: ts.discount,
-            SampleBatch.STEP_TYPES: ts.step_type,
-            SampleBatch.PREV_ACTIONS: ts.prev_action,
-            SampleBatch.EPS_ID: self._episode_ids,  # copied into the fragment buffers
-            SampleBatch.T: self._episode_length,
-            **extras,
-        }
-        if ts.action_mask is not None:  # the mask this row's action was chosen under (losses use it)
-            row[SampleBatch.ACTION_MASK] = ts.action_mask
-        return row
-
     def _sample_fragment(self) -> SampleBatch:
-        """``[T+1, B]`` time-major; the last row is the bootstrap (and the next fragment's first)."""
-        length = self.fragment_length
-        ts = self._timestep
-        buffers: dict[str, np.ndarray] = {}
-        valid: np.ndarray | None = None  # [T+1, B], only once an invalid row shows up
-        for t in range(length + 1):
-            actions, extras = self._act(ts, advance_state=t < length)
-            row = self._row(ts, actions, extras)
-            if not buffers:
-                buffers = {
-                    k: np.empty((length + 1, *np.shape(v)), dtype=np.asarray(v).dtype) for k, v in row.items()
-                }
-            for key, value in row.items():
-                buffers[key][t] = value
-            if ts.valid is not None and (valid is not None or not ts.valid.all()):
-                if valid is None:
-                    valid = np.ones((length + 1, self.num_envs), dtype=bool)
-                valid[t] = ts.valid
-            if t == length:
-                break
-            ts = self._step(actions)
-        self._timestep = ts
-        if valid is not None:
-            self._env_steps -= drop_invalid_rows(buffers, valid)
-        return SampleBatch(buffers)
-
-    def _sample_episodes(self, min_rows: int) -> list[SampleBatch]:
-        """Whole episodes, ``[T_e, 1]`` time-major each, until ``min_rows`` env steps are in them."""
-        episodes: list[SampleBatch] = []
-        rows = 0
-        ts = self._timestep
-        while rows < min_rows:
-            actions, extras = self._act(ts)
-            row = self._row(ts, actions, extras)
-            last = ts.step_type == StepType.LAST
-            for i in range(self.num_envs):
-                if ts.valid is not None and not ts.valid[i]:
-                    # no env step here; an episode still collecting was aborted: discard it
-                    dropped = self._partial[i]
-                    self._partial[i] = []
-                    self._env_steps -= sum(int(s[SampleBatch.STEP_TYPES] != _FIRST) for s in dropped)
-                    continue
-                if ts.step_type[i] == StepType.FIRST:
-                    self._partial[i] = []
-                self._partial[i].append(
-                    {k: np.array(v[i]) for k, v in row.items()}
-                )  # the env reuses its buffers
-                if last[i]:
-                    steps = self._partial[i]
-                    self._partial[i] = []
-                    if steps[0][SampleBatch.STEP_TYPES] != StepType.FIRST:
-                        continue  # began before a reset: incomplete, dropped
-                    episodes.append(
-                        SampleBatch({k: np.stack([s[k] for s in steps])[:, None] for k in steps[0]})
-                    )
-                    rows += len(steps) - 1
-            ts = self._step(actions)
-        self._timestep = ts
-        return episodes
+        """Records one fragment (every policy's window, kept for :meth:`sample_with_count` to cut);
+        returns the first policy's table. On a single-agent env that is the fragment, ``[T+1, B]``
+        time-major: the last row is the bootstrap, recorded again as the next fragment's first row."""
+        self._window = self._sampler.record(self.fragment_length)
+        return SampleBatch(self._window[self._collector.policy_id]["rows"])
 
     def sample_with_count(self) -> tuple[SampleBatch | MultiAgentBatch, int]:
         """One postprocessed batch, and the env steps taken to collect it.
 
         A multi-agent env gives a :class:`~rlgear.sample_batch.MultiAgentBatch` (rows per policy,
-        compacted per agent: :mod:`rlgear.execution.multi_agent`); a single-agent env a SampleBatch.
+        compacted per agent: :mod:`rlgear.execution.multi_agent`); a single-agent env a SampleBatch
+        (its one policy's rows).
         """
-        if self._multi is not None:
-            if self.complete_episodes:  # whole agent episodes, as many agent steps as a fragment's env steps
-                batch = self._multi.sample_episodes(self.fragment_length * self.num_envs)
-            else:
-                batch = self._multi.sample(self.fragment_length)
-            if self.hooks is not None:
-                hooks_mod.call(self.hooks, "on_sample_end", worker=self, batch=batch)
-            return batch, batch.env_steps
-        steps_before = self._env_steps
-        if self.complete_episodes:
-            fragments = self._sample_episodes(self.fragment_length * self.num_envs)
+        sampler = self._sampler
+        env_steps_before, agent_steps_before = self._env_steps, sampler.agent_steps
+        if self.complete_episodes:  # whole agent episodes, as many agent steps as a fragment's env steps
+            batches = dict(sampler.sample_episodes(self.fragment_length * self.num_envs))
         else:
-            fragments = [self._sample_fragment()]
-        rows = [self.postprocess_fn(f, self.policy, self.config) for f in fragments]
-        if self.policy.recurrent and not getattr(self.postprocess_fn, "makes_own_sequences", False):
-            # per fragment, before any concatenation: episode ids are unique per evaluator only
-            rows = [chop_into_sequences(r, self.policy.max_seq_len) for r in rows]
-        batch = SampleBatch.concat(rows)
+            self._sample_fragment()
+            batches = sampler.cut(self._window)
+            self._window = {}
+        env_steps = self._env_steps - env_steps_before
+        if self.multi_agent:
+            batch: SampleBatch | MultiAgentBatch = MultiAgentBatch(
+                batches, env_steps=env_steps, agent_steps=sampler.agent_steps - agent_steps_before
+            )
+        else:
+            batch = batches.get(self._collector.policy_id, SampleBatch())
         if self.hooks is not None:
             hooks_mod.call(self.hooks, "on_sample_end", worker=self, batch=batch)
-        return batch, self._env_steps - steps_before
+        return batch, env_steps
 
     def sample(self) -> SampleBatch:
         return self.sample_with_count()[0]
@@ -497,11 +364,13 @@ class Evaluator:
         the observations it saw since the last call, which the driver merges into the global filter.
         """
         out = {"episodes": self._finished, "env_steps": self._env_steps}
-        if self._multi is not None:  # agent steps (results: agent_timesteps_total)
-            out["agent_steps"] = self._multi.agent_steps
-            self._multi.agent_steps = 0
-        if self.obs_filter is not None and self.worker_index > 0:
-            out[OBS_FILTER_DELTA] = self.obs_filter.pop_delta()
+        if self.multi_agent:  # agent steps (results: agent_timesteps_total)
+            out["agent_steps"] = self._sampler.agent_steps
+        self._sampler.agent_steps = 0
+        filters = self.obs_filters
+        if filters and self.worker_index > 0:  # one policy: its arrays; several: {policy id: arrays}
+            deltas = {pid: f.pop_delta() for pid, f in filters.items()}
+            out[OBS_FILTER_DELTA] = deltas if len(self.collectors) > 1 else next(iter(deltas.values()))
         self._finished = []
         self._env_steps = 0
         return out
@@ -516,21 +385,15 @@ class Evaluator:
         self.reset(env_seed(self.config.seed, self.worker_index, epoch=10_000))
         finished: list[dict[str, Any]] = []
         self._finished = []
-        ts = self._timestep
         start = time.monotonic()
         while len(finished) < num_episodes:
-            if self._multi is not None:
-                self._multi.step(explore=explore, record=False)
-            else:
-                actions, _ = self._act(ts, explore=explore)
-                ts = self._step(actions)
+            self._sampler.step(explore=explore, record=False)
             finished.extend(self._finished)
             self._finished = []
             if max_seconds is not None and time.monotonic() - start > max_seconds:
                 break
         self._env_steps = 0
-        if self._multi is not None:
-            self._multi.agent_steps = 0
+        self._sampler.agent_steps = 0
         self.reset(env_seed(self.config.seed, self.worker_index, epoch=10_001))
         return finished[:num_episodes]
 
@@ -718,8 +581,8 @@ class WorkerSet:
         ray = self._remote.ray
         ref = ray.put(self.local_worker.get_weights())
         self.last_weights_ref = ref
-        obs_filter = self.local_worker.obs_filter
-        filter_ref = None if obs_filter is None else ray.put(obs_filter.get_state())
+        filter_state = self.local_worker.obs_filter_state()
+        filter_ref = None if filter_state is None else ray.put(filter_state)
         for worker_id in ids:
             if filter_ref is None:
                 self._slots[worker_id].set_weights.remote(ref)
@@ -908,8 +771,8 @@ class WorkerSet:
                 self.replace_worker(worker_id, handle, err)
                 metrics = {"episodes": []}
             delta = metrics.pop(OBS_FILTER_DELTA, None)
-            if delta is not None and self.local_worker.obs_filter is not None:
-                self.local_worker.obs_filter.merge_delta(delta)  # the global filter
+            if delta is not None:
+                self.local_worker.merge_obs_filter_delta(delta)  # the global filters
             metrics["env_steps"] = self._delivered_steps.get(worker_id, 0)
             self._delivered_steps[worker_id] = 0
             out.append(metrics)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.discovery import hooks as hooks_mod
-from rlgear.env import MultiAgentTimeStep
+from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv
 from rlgear.errors import ConfigError, UnsupportedError
 from rlgear.execution.collector import PolicyCollector, take_rows
 from rlgear.execution.metrics import Episode, env_info_row
@@ -32,7 +32,7 @@ from rlgear.execution.sequences import chop_into_sequences
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.timestep import StepType, TimeStep
 
-_FIRST, _LAST = int(StepType.FIRST), int(StepType.LAST)
+_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 
 
 class AgentSlots:
@@ -73,14 +73,65 @@ def _concat_nests(values: list[Any]) -> Any:
     return np.concatenate([np.asarray(v) for v in values])
 
 
+class OneAgentEnv(MultiAgentVectorEnv):
+    """A single-agent :class:`~rlgear.env.VectorEnv` seen as a multi-agent env with one agent that
+    acts in every slot at every step: how a single-agent run goes through :class:`MultiAgentSampler`.
+
+    The agent's TimeStep is the env's own (``valid`` and ``info`` included); its episode ends at its
+    LAST. A row with ``TimeStep.valid`` False (an external client dropped) stays *active*: it is
+    recorded like any row and turned into a LAST row at the fragment cut
+    (:func:`~rlgear.execution.evaluator.drop_invalid_rows`), as the single-agent evaluator always did.
+    """
+
+    AGENT = "agent"
+
+    def __init__(self, env: Any):
+        self.env = env
+        self.num_envs = env.num_envs
+        self.possible_agents = (self.AGENT,)
+        self.observation_spaces = {self.AGENT: env.observation_space}
+        self.action_spaces = {self.AGENT: env.action_space}
+        self._active = {self.AGENT: np.ones(self.num_envs, dtype=bool)}
+        self._all_mid = np.full(self.num_envs, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
+        self._no_end = np.zeros(self.num_envs, dtype=bool)
+        self._no_end.flags.writeable = False  # shared by the steps where no episode ends
+
+    def _wrap(self, ts: TimeStep) -> MultiAgentTimeStep:
+        if ts.step_type.tobytes() == self._all_mid:  # most steps: cheaper than any comparison
+            return MultiAgentTimeStep({self.AGENT: ts}, self._active, self._no_end)
+        end = ts.step_type == _LAST
+        if ts.valid is not None:
+            end &= ts.valid
+        return MultiAgentTimeStep({self.AGENT: ts}, self._active, end)
+
+    def reset(self, seed: int | None = None) -> MultiAgentTimeStep:
+        return self._wrap(self.env.reset(seed=seed))
+
+    def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
+        ts = self.env.step(actions[self.AGENT])
+        if ts.step_type.tobytes() == self._all_mid:  # most steps (the hot loop: no call to _wrap)
+            return MultiAgentTimeStep({self.AGENT: ts}, self._active, self._no_end)
+        return self._wrap(ts)
+
+    def close(self) -> None:
+        self.env.close()
+
+
 class _PolicyStream:
-    """One policy's recording: rows of the current fragment and the row carried per slot."""
+    """One policy's recording: the rows of the current fragment and the row carried per slot.
+
+    Rows go into buffers ``[capacity, S, ...]`` allocated once per fragment (a column that shows up
+    later, e.g. when no slot was active yet, starts as zeros), like the single-agent loop always did.
+    """
 
     def __init__(self, collector: PolicyCollector, slots: AgentSlots):
         self.collector = collector
         self.slots = slots
-        self.rows: list[dict[str, np.ndarray]] = []
-        self.active: list[np.ndarray] = []
+        self.buffers: dict[str, np.ndarray] = {}
+        self.active = np.zeros((0, slots.num_slots), dtype=bool)
+        self.valid: np.ndarray | None = None  # TimeStep.valid per row, once an invalid row showed up
+        self.all_active = True  # every row recorded in this fragment had every slot active
+        self.n = 0  # rows recorded in this fragment
         self.carry: dict[str, np.ndarray] = {}
         self.has_carry = np.zeros(slots.num_slots, dtype=bool)
         self.t = np.zeros(slots.num_slots, dtype=np.int64)  # each agent's step index in its episode
@@ -89,8 +140,42 @@ class _PolicyStream:
         #: complete_episodes: per slot, the rows of its agent's episode so far
         self.partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(slots.num_slots)]
 
+    def start_fragment(self, capacity: int) -> None:
+        self.buffers = {}
+        self.capacity = capacity
+        if self.active.shape[0] != capacity:
+            self.active = np.zeros((capacity, self.slots.num_slots), dtype=bool)
+        self.valid = None
+        self.all_active = True
+        self.n = 0
+
+    def add(self, row: dict[str, Any], active: np.ndarray | None, valid: np.ndarray | None) -> None:
+        """Records a step's row; ``active`` None: every slot is active (a single-agent env)."""
+        t = self.n
+        buffers = self.buffers
+        try:
+            for key, value in row.items():
+                buffers[key][t] = value
+        except KeyError:  # the fragment's first row, or a column that shows up later
+            for key, value in row.items():
+                if key not in buffers:
+                    value = np.asarray(value)
+                    buffers[key] = np.zeros((self.capacity, *value.shape), dtype=value.dtype)
+                buffers[key][t] = value
+        if active is None:
+            self.active[t] = True
+        else:
+            self.active[t] = active
+            if self.all_active and not active.all():
+                self.all_active = False
+        if valid is not None and (self.valid is not None or not valid.all()):
+            if self.valid is None:
+                self.valid = np.ones((self.capacity, self.slots.num_slots), dtype=bool)
+            self.valid[t] = valid
+        self.n = t + 1
+
     def clear(self) -> None:
-        self.rows, self.active = [], []
+        self.buffers, self.n, self.valid, self.all_active = {}, 0, None, True
         self.partial = [[] for _ in range(self.slots.num_slots)]
         self.carry = {}
         self.has_carry[:] = False
@@ -99,25 +184,42 @@ class _PolicyStream:
 
 
 class MultiAgentSampler:
-    """The multi-agent half of an :class:`~rlgear.execution.evaluator.Evaluator` (it owns the env)."""
+    """The recording loop of an :class:`~rlgear.execution.evaluator.Evaluator` (it owns the env),
+    for multi-agent envs and, through :class:`OneAgentEnv`, for single-agent ones.
+
+    ``bootstrap_row`` says what a fragment's bootstrap row is for a slot still active at the cut:
+
+    * True (single-agent runs): the current step, acted on without advancing the recurrent state
+      and recorded as the fragment's last row; the next fragment records it again as its first
+      (acted on with the weights of that time). So fragments are ``[T+1, B]`` as they always were.
+    * False (multi-agent runs): the slot's last row acted on and stepped, carried into the next
+      fragment (an agent's next step may come many env steps later, in turn-based games).
+
+    Either way a slot not active at the cut carries its last row, and a row is trained exactly once.
+    """
 
     def __init__(
         self,
         evaluator: Any,
+        env: MultiAgentVectorEnv,
         collectors: dict[str, PolicyCollector],
         agents_of_policy: dict[str, list[str]],
         postprocess_fn: Callable[..., SampleBatch],
     ):
         self.evaluator = evaluator
-        env = evaluator.env
         self.env = env
         self.num_envs = env.num_envs
         self.possible_agents = tuple(env.possible_agents)
+        #: One agent acting everywhere (a single-agent env): its step index is the env's episode
+        #: length, its episode id the env's, its rows are never inactive (fast paths below).
+        self.single_agent = isinstance(env, OneAgentEnv)
+        self.bootstrap_row = self.single_agent
         agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.streams = {
             pid: _PolicyStream(collectors[pid], AgentSlots(agents, self.num_envs, agent_index))
             for pid, agents in agents_of_policy.items()
         }
+        self._single = next(iter(self.streams.values()))  # the one stream of a single-agent env
         self.postprocess_fn = postprocess_fn
         n = self.num_envs
         self._starting = np.ones(n, dtype=bool)  # slots whose current step is an episode's reset
@@ -125,6 +227,7 @@ class MultiAgentSampler:
         self._episode_return = np.zeros(n, dtype=np.float64)
         self._policy_return = {pid: np.zeros(n, dtype=np.float64) for pid in self.streams}
         self._episode_length = np.zeros(n, dtype=np.int64)
+        self._all_mid = np.full(n, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
         self._next_episode_id = 0
         self._running: dict[int, Episode] = {}
         self.agent_steps = 0
@@ -138,6 +241,12 @@ class MultiAgentSampler:
         self._observe(self.env.reset(seed=seed))
 
     def _observe(self, mts: MultiAgentTimeStep) -> None:
+        if self.single_agent:  # the filter skips the rows TimeStep.valid says carry no step
+            stream = self._single
+            stream.ts = stream.collector.observe(mts.steps[OneAgentEnv.AGENT])
+            stream.ts_active = mts.active[OneAgentEnv.AGENT]
+            self._track(mts)
+            return
         for stream in self.streams.values():
             ts, active = stream.slots.gather(mts)
             stream.ts = stream.collector.observe(ts, valid=active)
@@ -147,89 +256,173 @@ class MultiAgentSampler:
     def _track(self, mts: MultiAgentTimeStep) -> None:
         """Episode bookkeeping per env slot: returns summed over agents, per policy, env steps."""
         ev = self.evaluator
-        starting = self._starting
+        valid = None
+        if self.single_agent:
+            ts = self._single.ts
+            valid = ts.valid if ts.valid is not None and not ts.valid.all() else None
+            if valid is None and ts.step_type.tobytes() == self._all_mid:
+                # fast path: no episode starts or ends (comparing the bytes costs less than any reduction)
+                ev._env_steps += self.num_envs
+                self.agent_steps += self.num_envs
+                self._episode_return += ts.reward
+                self._episode_length += 1
+                return
+            if valid is not None:
+                for i in np.flatnonzero(~valid):
+                    if self._running.pop(int(i), None) is not None:
+                        ev.episodes_aborted += 1  # its client dropped: never reported, rows dropped
+            starting = ts.step_type == _FIRST  # an external env's slot may start with no end before
+        else:
+            starting = self._starting
+        if np.count_nonzero(starting):
+            self._start_episodes(starting)
+        moved = ~starting
+        if valid is not None:  # rows carrying no env step (TimeStep.valid)
+            moved &= valid
+        if self.single_agent:
+            steps = int(np.count_nonzero(moved))
+            ev._env_steps += steps
+            self.agent_steps += steps
+            self._episode_return += np.where(moved, ts.reward, 0.0)
+        else:
+            ev._env_steps += int(np.count_nonzero(moved))
+            for pid, stream in self.streams.items():
+                stepped = stream.ts_active & (stream.ts.step_type != _FIRST)
+                self.agent_steps += int(np.count_nonzero(stepped))
+                per_env = np.where(stepped, stream.ts.reward, 0.0).reshape(-1, self.num_envs).sum(axis=0)
+                self._policy_return[pid] += per_env
+                self._episode_return += per_env
+        self._episode_length += moved
+        end = mts.episode_end
+        if np.count_nonzero(end):
+            self._end_episodes(mts, end)
+        if not self.single_agent:
+            self._starting = np.array(end, dtype=bool)
+
+    def _start_episodes(self, starting: np.ndarray) -> None:
+        ev = self.evaluator
         for i in np.flatnonzero(starting):
             self._episode_ids[i] = self._next_episode_id
             self._next_episode_id += 1
             self._episode_return[i] = 0.0
             self._episode_length[i] = 0
-            for returns in self._policy_return.values():
-                returns[i] = 0.0
+            if not self.single_agent:
+                for returns in self._policy_return.values():
+                    returns[i] = 0.0
             episode = Episode(
                 env_id=int(i), episode_id=int(self._episode_ids[i]), worker_index=ev.worker_index
             )
             self._running[int(i)] = episode
             if ev._hooked("on_episode_start"):
                 hooks_mod.call(ev.hooks, "on_episode_start", worker=ev, episode=episode)
-        moved = ~starting
-        ev._env_steps += int(np.count_nonzero(moved))
-        self._episode_length += moved
-        for pid, stream in self.streams.items():
-            ts, active = stream.ts, stream.ts_active
-            stepped = active & (ts.step_type != _FIRST)
-            self.agent_steps += int(np.count_nonzero(stepped))
-            per_slot = np.where(stepped, ts.reward, 0.0)
-            per_env = per_slot.reshape(-1, self.num_envs).sum(axis=0)
-            self._policy_return[pid] += per_env
-            self._episode_return += per_env
-        end = np.asarray(mts.episode_end, dtype=bool)
+
+    def _end_episodes(self, mts: MultiAgentTimeStep, end: np.ndarray) -> None:
+        ev = self.evaluator
         for i in np.flatnonzero(end):
             episode = self._running.pop(int(i), None)
             if episode is None:
-                continue
+                continue  # started before a reset() or restore: its start was not seen
             episode.episode_return = float(self._episode_return[i])
             episode.length = int(self._episode_length[i])
-            discounts = [mts.steps[a].discount[i] for a in self.possible_agents if mts.active[a][i]]
-            episode.terminated = bool(discounts) and all(d == 0 for d in discounts)
+            if self.single_agent:
+                episode.terminated = bool(mts.steps[OneAgentEnv.AGENT].discount[i] == 0)
+            else:
+                discounts = [mts.steps[a].discount[i] for a in self.possible_agents if mts.active[a][i]]
+                episode.terminated = bool(discounts) and all(d == 0 for d in discounts)
             episode.truncated = not episode.terminated
             if ev._hooked("on_episode_end"):
-                first_agent = self.possible_agents[0]
-                episode.last_info = env_info_row(mts.steps[first_agent].info, int(i))
+                episode.last_info = self._last_info(mts, int(i))
                 hooks_mod.call(ev.hooks, "on_episode_end", worker=ev, episode=episode)
             summary = episode.summary()
-            summary["policy_returns"] = {pid: float(r[i]) for pid, r in self._policy_return.items()}
+            if not self.single_agent:
+                summary["policy_returns"] = {pid: float(r[i]) for pid, r in self._policy_return.items()}
             ev._finished.append(summary)
-        self._starting = end.copy()
 
-    def _act(self, explore: bool, record: bool) -> dict[str, Any]:
-        """Every policy's actions for its active slots; the per-agent action dict for ``env.step``."""
+    def _last_info(self, mts: MultiAgentTimeStep, env: int) -> dict[str, Any]:
+        """``episode.last_info``: the env's info row (single-agent), or ``{agent: its info row}`` for the
+        agents that have a step at the end of a multi-agent episode (their own info, not the others')."""
+        if self.single_agent:
+            return env_info_row(mts.steps[OneAgentEnv.AGENT].info, env)
+        return {
+            agent: env_info_row(mts.steps[agent].info, env)
+            for agent in self.possible_agents
+            if mts.active[agent][env]
+        }
+
+    def _act(
+        self, explore: bool, advance_state: bool = True, record: bool = True
+    ) -> tuple[dict[str, Any], dict[str, tuple[dict[str, np.ndarray], np.ndarray]]]:
+        """Every policy's actions for its active slots: the per-agent action dict for ``env.step``,
+        and per policy the row of this step (columns ``[S, ...]``) and its ``active`` mask."""
         env_actions: dict[str, Any] = {}
-        for stream in self.streams.values():
+        rows = {}
+        n = self.num_envs
+        for pid, stream in self.streams.items():
             collector, ts, active = stream.collector, stream.ts, stream.ts_active
-            slots = np.flatnonzero(active)
-            actions = np.zeros((stream.slots.num_slots, *np.shape(ts.prev_action)[1:]), ts.prev_action.dtype)
-            extras: dict[str, np.ndarray] = {}
-            if slots.size:
-                sub = take_rows(ts, slots) if slots.size < active.size else ts
-                sub_actions, sub_extras = collector.act(sub, explore=explore, slots=slots)
-                sub_actions = np.asarray(sub_actions)
-                if actions.dtype != sub_actions.dtype or actions.shape[1:] != sub_actions.shape[1:]:
-                    actions = np.zeros((stream.slots.num_slots, *sub_actions.shape[1:]), sub_actions.dtype)
-                actions[slots] = sub_actions
-                for key, value in sub_extras.items():
-                    value = np.asarray(value)
-                    full = np.zeros((stream.slots.num_slots, *value.shape[1:]), value.dtype)
-                    full[slots] = value
-                    extras[key] = full
-            if record:
-                self._record(stream, ts, active, actions, extras)
-            n = self.num_envs
+            if self.single_agent:  # through the evaluator's _act (tests and tools wrap it)
+                if advance_state:
+                    actions, extras = self.evaluator._act(ts, explore)
+                else:
+                    actions, extras = self.evaluator._act(ts, explore, advance_state=False)
+            elif active.all():  # every slot acts: no gathering, no scattering
+                actions, extras = collector.act(ts, explore=explore, advance_state=advance_state)
+            else:
+                actions, extras = self._act_on_active(stream, explore, advance_state)
+            if record:  # a single-agent env's rows are all active
+                rows[pid] = (
+                    self._row(stream, ts, active, actions, extras),
+                    None if self.single_agent else active,
+                )
+            if self.single_agent:
+                env_actions[OneAgentEnv.AGENT] = collector.env_actions(actions)
+                continue
             for a_index, agent in enumerate(stream.slots.agents):
-                rows = actions[a_index * n : (a_index + 1) * n]
-                env_actions[agent] = collector.env_actions(rows)
-        return env_actions
+                env_actions[agent] = collector.env_actions(actions[a_index * n : (a_index + 1) * n])
+        return env_actions, rows
 
-    def _record(
+    def _act_on_active(
+        self, stream: _PolicyStream, explore: bool, advance_state: bool
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions of the active slots only, scattered into ``[S, ...]`` (zeros where inactive)."""
+        collector, ts, active = stream.collector, stream.ts, stream.ts_active
+        num_slots = stream.slots.num_slots
+        slots = np.flatnonzero(active)
+        actions = np.zeros((num_slots, *np.shape(ts.prev_action)[1:]), ts.prev_action.dtype)
+        extras: dict[str, np.ndarray] = {}
+        if slots.size:
+            sub_actions, sub_extras = collector.act(
+                take_rows(ts, slots), explore=explore, advance_state=advance_state, slots=slots
+            )
+            sub_actions = np.asarray(sub_actions)
+            if actions.dtype != sub_actions.dtype or actions.shape[1:] != sub_actions.shape[1:]:
+                actions = np.zeros((num_slots, *sub_actions.shape[1:]), sub_actions.dtype)
+            actions[slots] = sub_actions
+            for key, value in sub_extras.items():
+                value = np.asarray(value)
+                full = np.zeros((num_slots, *value.shape[1:]), value.dtype)
+                full[slots] = value
+                extras[key] = full
+        return actions, extras
+
+    def _row(
         self,
         stream: _PolicyStream,
         ts: TimeStep,
         active: np.ndarray,
         actions: np.ndarray,
         extras: dict[str, np.ndarray],
-    ) -> None:
-        first = active & (ts.step_type == _FIRST)
-        stream.t[first] = 0
-        n_agents = len(self.possible_agents)
+    ) -> dict[str, np.ndarray]:
+        """The columns of one step of a policy's slots (references: recording copies them)."""
+        if self.single_agent:  # the agent's step index and episode id are the env's
+            eps_id, t = self._episode_ids, self._episode_length
+        else:
+            first = active & (ts.step_type == _FIRST)
+            stream.t[first] = 0
+            # unique per (episode, agent) within this evaluator: sequences never join two agents
+            eps_id = self._episode_ids[stream.slots.env_of_slot] * len(self.possible_agents)
+            eps_id += stream.slots.agent_of_slot
+            t = stream.t.copy()
+            stream.t += active & (ts.step_type != _LAST)
         row = {
             SampleBatch.OBS: ts.observation,
             SampleBatch.ACTIONS: actions,
@@ -237,31 +430,48 @@ class MultiAgentSampler:
             SampleBatch.DISCOUNTS: ts.discount,
             SampleBatch.STEP_TYPES: ts.step_type,
             SampleBatch.PREV_ACTIONS: ts.prev_action,
-            # unique per (episode, agent) within this evaluator: sequences never join two agents
-            SampleBatch.EPS_ID: self._episode_ids[stream.slots.env_of_slot] * n_agents
-            + stream.slots.agent_of_slot,
-            SampleBatch.T: stream.t.copy(),
+            SampleBatch.EPS_ID: eps_id,
+            SampleBatch.T: t,
             **extras,
         }
-        if ts.action_mask is not None:
+        if ts.action_mask is not None:  # the mask this row's action was chosen under (losses use it)
             row[SampleBatch.ACTION_MASK] = ts.action_mask
-        stream.rows.append(row)
-        stream.active.append(active.copy())
-        stream.t += active & (ts.step_type != _LAST)
+        return row
 
     def step(self, explore: bool = True, record: bool = True) -> None:
-        env_actions = self._act(explore, record)
+        """One env step; ``record`` adds its rows to the fragment being recorded."""
+        env_actions, rows = self._act(explore, record=record)
+        if record:
+            for pid, (row, active) in rows.items():
+                stream = self.streams[pid]
+                stream.add(row, active, stream.ts.valid)
         self._observe(self.env.step(env_actions))
 
     # --- fragments --------------------------------------------------------------------
+    def record(self, fragment_length: int) -> dict[str, dict[str, Any]]:
+        """Steps ``fragment_length`` times, recording every row; per policy its window (see
+        :meth:`_window`): what :meth:`cut` compacts and postprocesses."""
+        capacity = fragment_length + self.bootstrap_row
+        for stream in self.streams.values():
+            stream.start_fragment(capacity)
+        for _ in range(fragment_length):
+            self.step()
+        if self.bootstrap_row:  # the current step, acted on but not stepped: recorded again next time
+            _, rows = self._act(True, advance_state=False)
+            for pid, (row, active) in rows.items():
+                stream = self.streams[pid]
+                stream.add(row, active, stream.ts.valid)
+        return {pid: self._window(stream) for pid, stream in self.streams.items()}
+
+    def cut(self, window: dict[str, dict[str, Any]]) -> dict[str, SampleBatch]:
+        """Each policy's training rows of the windows :meth:`record` gave."""
+        return {pid: self._cut(stream, window) for pid, stream in self.streams.items()}
+
     def sample(self, fragment_length: int) -> MultiAgentBatch:
         """``fragment_length`` env steps; each policy's rows compacted per agent and postprocessed."""
         ev = self.evaluator
         env_steps_before, agent_steps_before = ev._env_steps, self.agent_steps
-        for _ in range(fragment_length):
-            self.step()
-        window = {pid: self._window(stream) for pid, stream in self.streams.items()}
-        batches = {pid: self._cut(stream, window) for pid, stream in self.streams.items()}
+        batches = self.cut(self.record(fragment_length))
         return MultiAgentBatch(
             batches,
             env_steps=ev._env_steps - env_steps_before,
@@ -272,12 +482,13 @@ class MultiAgentSampler:
         """Whole agent episodes (FIRST..LAST), stepping until they hold ``min_agent_steps`` agent steps.
 
         An agent's rows are kept per slot until its LAST; an episode that began before a reset
-        (or before a restore) is dropped, as on a single-agent env. Rows of episodes still running
-        stay for the next call. A policy none of whose agents finished an episode has no entry
-        in the batch. Each episode is postprocessed on its own (``[T_e, 1]`` time-major).
+        (or before a restore), or whose rows became invalid (an external client dropped), is dropped.
+        Rows of episodes still running stay for the next call. A policy none of whose agents
+        finished an episode has no entry in the batch. Each episode is postprocessed on its own
+        (``[T_e, 1]`` time-major).
         """
         ev = self.evaluator
-        if ev._hooked("on_postprocess_fragment"):
+        if not self.single_agent and ev._hooked("on_postprocess_fragment"):
             raise UnsupportedError(
                 "workers.batch_mode: complete_episodes: the on_postprocess_fragment hook (the "
                 "centralised critic) sees fragments of truncate_episodes only; use truncate_episodes"
@@ -286,9 +497,11 @@ class MultiAgentSampler:
         pieces: dict[str, list[SampleBatch]] = {pid: [] for pid in self.streams}
         steps = 0
         while steps < min_agent_steps:
-            self.step()
-            for pid, stream in self.streams.items():
-                steps += self._take_episodes(stream, pieces[pid])
+            env_actions, rows = self._act(True)
+            for pid, (row, active) in rows.items():
+                stream = self.streams[pid]
+                steps += self._take_episodes(stream, row, active, stream.ts.valid, pieces[pid])
+            self._observe(self.env.step(env_actions))
         batches = {pid: SampleBatch.concat(p) for pid, p in pieces.items() if p}
         return MultiAgentBatch(
             batches,
@@ -296,14 +509,25 @@ class MultiAgentSampler:
             agent_steps=self.agent_steps - agent_steps_before,
         )
 
-    def _take_episodes(self, stream: _PolicyStream, out: list[SampleBatch]) -> int:
-        """Moves the step just recorded into each active slot's episode; postprocesses the
-        episodes that ended (into ``out``); returns the agent steps they hold."""
-        row, active = stream.rows.pop(), stream.active.pop()
+    def _take_episodes(
+        self,
+        stream: _PolicyStream,
+        row: dict[str, np.ndarray],
+        active: np.ndarray | None,
+        valid: np.ndarray | None,
+        out: list[SampleBatch],
+    ) -> int:
+        """Moves a step's row into each active slot's episode; postprocesses the episodes that
+        ended (into ``out``); returns the agent steps they hold."""
         collector = stream.collector
         step_types = row[SampleBatch.STEP_TYPES]
         steps = 0
-        for slot in np.flatnonzero(active):
+        for slot in range(len(step_types)) if active is None else np.flatnonzero(active):
+            if valid is not None and not valid[slot]:
+                # no env step here; an episode still collecting was aborted: discard it
+                dropped, stream.partial[slot] = stream.partial[slot], []
+                self.evaluator._env_steps -= sum(int(r[SampleBatch.STEP_TYPES] != _FIRST) for r in dropped)
+                continue
             if step_types[slot] == _FIRST:
                 stream.partial[slot] = []
             stream.partial[slot].append({key: np.array(values[slot]) for key, values in row.items()})
@@ -321,54 +545,76 @@ class MultiAgentSampler:
         return steps
 
     def _window(self, stream: _PolicyStream) -> dict[str, Any]:
-        """The policy's ``[T+1, S]`` table of this fragment: row 0 the row carried per slot, then
-        the recorded steps; ``valid`` says where a slot has a row (its agent was active)."""
-        active = np.stack(stream.active)  # [T, S]
-        keys = list(dict.fromkeys(k for row in stream.rows for k in row))
-        data = {k: _stack_column(k, stream.rows, stream.carry) for k in keys}
-        for key in stream.carry:
-            if key not in data:
-                data[key] = np.zeros((len(stream.rows), *stream.carry[key].shape), stream.carry[key].dtype)
-        stream.rows, stream.active = [], []
-        table = {}
-        for key, values in data.items():
-            carry = stream.carry.get(key)
-            if carry is None:
-                carry = np.zeros(values.shape[1:], values.dtype)
-            table[key] = np.concatenate([carry[None].astype(values.dtype), values])
+        """The policy's ``[T', S]`` table of this fragment: the row carried per slot (when any slot
+        has one), then the recorded rows; ``valid`` says where a slot has a row (its agent was active).
+        Rows an external env marked invalid are turned into LAST rows here, with the episodes they abort."""
+        n = stream.n
+        table = {key: values[:n] if n < values.shape[0] else values for key, values in stream.buffers.items()}
+        active = stream.active[:n]
+        invalid = stream.valid[:n] if stream.valid is not None else None
+        if stream.has_carry.any():
+            for key, carry in stream.carry.items():
+                if key not in table:
+                    table[key] = np.zeros((n, *carry.shape), carry.dtype)
+            for key, values in table.items():
+                carry = stream.carry.get(key)
+                if carry is None:
+                    carry = np.zeros(values.shape[1:], values.dtype)
+                table[key] = np.concatenate([carry[None].astype(values.dtype), values])
+            valid = np.concatenate([stream.has_carry[None], active])
+            if invalid is not None:
+                invalid = np.concatenate([np.ones_like(invalid[:1]), invalid])
+        else:
+            valid = active.copy() if not stream.all_active else np.ones_like(active)
+        if invalid is not None:
+            self.evaluator._env_steps -= drop_invalid_rows(table, invalid)
+        stream.buffers, stream.n = {}, 0
         return {
             "rows": table,
-            "valid": np.concatenate([stream.has_carry[None], active]),
+            "valid": valid,
             "agents": list(stream.slots.agents),
             "num_envs": self.num_envs,
+            "bootstrap_active": active[-1].copy() if self.bootstrap_row and n else None,
         }
 
     def _cut(self, stream: _PolicyStream, window: dict[str, dict[str, Any]]) -> SampleBatch:
         """The policy's training rows of this fragment (see the module docstring)."""
         pid = stream.collector.policy_id
-        table, valid = window[pid]["rows"], window[pid]["valid"]
-        counts = valid.sum(axis=0)
-        order = np.argsort(~valid, axis=0, kind="stable")  # each slot's valid rows first, in time order
-        has_rows = counts > 0
-        last = np.maximum(counts - 1, 0)
-        last_rows = order[last, np.arange(valid.shape[1])]
-        stream.carry = {
-            key: np.where(
-                _expand(has_rows, values[0]), values[last_rows, np.arange(valid.shape[1])], values[0]
-            )
-            for key, values in table.items()
-        }
-        stream.has_carry |= has_rows
+        own = window[pid]
+        table, valid = own["rows"], own["valid"]
+        num_slots = valid.shape[1]
+        # the row each slot carries into the next fragment: its last, unless it is recorded again
+        # there (the bootstrap row of a slot active at the cut, with bootstrap_row)
+        carried = (
+            np.ones(num_slots, dtype=bool) if own["bootstrap_active"] is None else ~own["bootstrap_active"]
+        )
+        if valid.all():  # every slot has every row (one agent, or all acting): nothing to compact
+            counts = np.full(num_slots, valid.shape[0])
+            if carried.any():
+                stream.carry = {key: values[-1].copy() for key, values in table.items()}
+            pieces_of = [(valid.shape[0], np.arange(num_slots), None)]
+        else:
+            counts = valid.sum(axis=0)
+            order = np.argsort(~valid, axis=0, kind="stable")  # each slot's valid rows first, in time order
+            last_rows = order[np.maximum(counts - 1, 0), np.arange(num_slots)]
+            pieces_of = [(n, np.flatnonzero(counts == n), order) for n in np.unique(counts)]
+            if carried.any():
+                stream.carry = {key: values[last_rows, np.arange(num_slots)] for key, values in table.items()}
+        stream.has_carry = carried & (counts > 0)
         pieces = []
         collector = stream.collector
         ev = self.evaluator
-        for n in np.unique(counts):
+        for n, columns, order in pieces_of:
             if n < 2:  # one row: the bootstrap of nothing; it is carried on
                 continue
-            columns = np.flatnonzero(counts == n)
-            rows = order[:n, columns]  # [n, k]
-            fragment = SampleBatch({key: values[rows, columns[None, :]] for key, values in table.items()})
+            if order is None:
+                rows, fragment = None, SampleBatch(dict(table))
+            else:
+                rows = order[:n, columns]  # [n, k]
+                fragment = SampleBatch({key: values[rows, columns[None, :]] for key, values in table.items()})
             if ev._hooked("on_postprocess_fragment"):
+                if rows is None:
+                    rows = np.broadcast_to(np.arange(n)[:, None], (n, num_slots))
                 hooks_mod.call(
                     ev.hooks,
                     "on_postprocess_fragment",
@@ -388,20 +634,30 @@ class MultiAgentSampler:
         return rows_out
 
 
-def _expand(mask: np.ndarray, like: np.ndarray) -> np.ndarray:
-    return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
+def drop_invalid_rows(fragment: dict[str, np.ndarray], valid: np.ndarray) -> int:
+    """Turn invalid rows, and the rows of episodes they abort, into LAST rows; return env steps dropped.
 
-
-def _stack_column(key: str, rows: list[dict[str, np.ndarray]], carry: dict[str, np.ndarray]) -> np.ndarray:
-    """``[T, S, ...]`` of one column; rows where the column is missing (no active slot yet) are zeros."""
-    template = next((np.asarray(r[key]) for r in rows if key in r), None)
-    if template is None:
-        template = np.asarray(carry[key])
-    out = np.zeros((len(rows), *template.shape), template.dtype)
-    for t, row in enumerate(rows):
-        if key in row:
-            out[t] = row[key]
-    return out
+    ``valid`` is ``[T+1, B]`` (``TimeStep.valid`` per row). An invalid row right
+    after a valid non-LAST row means the episode running in that env was
+    aborted (an external client dropped): its rows in this fragment, back to its
+    FIRST, must not be trained on. Marking them LAST is enough for every
+    postprocessing (LAST rows are never trained on, and no value crosses a LAST).
+    Rows of that episode in earlier fragments were bootstrapped like a
+    truncation; ``batch_mode: complete_episodes`` keeps even those out.
+    """
+    steps = fragment[SampleBatch.STEP_TYPES]
+    dropped = 0
+    for t, b in zip(*np.nonzero(~valid[1:] & valid[:-1]), strict=True):
+        k = int(t)  # the row before the invalid row t+1
+        while k >= 0 and valid[k, b] and steps[k, b] != _LAST:
+            valid[k, b] = False
+            dropped += int(steps[k, b] != _FIRST)
+            if steps[k, b] == _FIRST:
+                break
+            k -= 1
+    steps[~valid] = _LAST
+    fragment[SampleBatch.REWARDS][~valid] = 0.0
+    return dropped
 
 
 def _empty_like(table: dict[str, np.ndarray]) -> SampleBatch:

@@ -66,27 +66,30 @@ def load_env_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
     return {k.removeprefix("env/"): v for k, v in arrays.items() if k.startswith("env/")}
 
 
-def load_obs_filter_state(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The global observation-filter statistics a checkpoint holds (empty without ``model.observation_filter``)."""
-    from rlgear.execution.observation_filter import OBS_FILTER_PREFIX
+def load_obs_filter_state(path: str | os.PathLike, policy_id: str | None = None) -> dict[str, np.ndarray]:
+    """The global observation-filter statistics a checkpoint holds (empty without ``model.observation_filter``):
+    of its one policy, or of ``policy_id`` in a checkpoint of several policies (each has its own)."""
+    arrays, state, _, _ = ckpt.read(ckpt.resolve_path(path))
+    ids = ckpt.checkpoint_policy_ids(arrays, state)
+    several = len(ids) > 1
+    return ckpt.obs_filter_arrays(arrays, policy_id if several and policy_id is not None else ids[0], several)
 
-    arrays, _, _, _ = ckpt.read(ckpt.resolve_path(path))
-    return {
-        k.removeprefix(OBS_FILTER_PREFIX): v for k, v in arrays.items() if k.startswith(OBS_FILTER_PREFIX)
-    }
 
-
-def frozen_obs_filter(folder: Path, model_config: Any, observation_space: Any) -> Any:
-    """The checkpoint's observation filter, frozen (evaluation does not update it), or None when off."""
+def frozen_obs_filter(
+    folder: Path, model_config: Any, observation_space: Any, policy_id: str | None = None
+) -> Any:
+    """The checkpoint's observation filter (of ``policy_id`` with several policies), frozen
+    (evaluation does not update it), or None when off."""
     from rlgear.execution.observation_filter import make_observation_filter
 
     obs_filter = make_observation_filter(model_config, observation_space)
     if obs_filter is None:
         return None
-    state = load_obs_filter_state(folder)
+    state = load_obs_filter_state(folder, policy_id)
     if not state:
+        which = f"policy '{policy_id}': " if policy_id is not None else ""
         raise CheckpointError(
-            f"{folder}: the checkpoint holds no observation filter statistics, but "
+            f"{folder}: {which}the checkpoint holds no observation filter statistics, but "
             "model.observation_filter is mean_std"
         )
     try:
@@ -159,11 +162,12 @@ def evaluate_checkpoint(
         except CheckpointError as err:
             raise CheckpointError(f"{folder}: {err}") from err
         evaluator.env.freeze_statistics()
-        if evaluator.obs_filter is not None:  # the training run's statistics, frozen
-            # (evaluate() resets the envs first, so every observation it acts on goes through this one)
-            evaluator.obs_filter = frozen_obs_filter(
-                folder, config.model, evaluator.preprocessor.observation_space
-            )
+        for pid, collector in evaluator.collectors.items():  # the training run's statistics, frozen
+            # (evaluate() resets the envs first, so every observation it acts on goes through these)
+            if collector.obs_filter is not None:
+                collector.obs_filter = frozen_obs_filter(
+                    folder, collector.config.model, collector.preprocessor.observation_space, pid
+                )
         if video is not None:
             video.arm(episodes)  # after the evaluator's first reset: only the episodes evaluated record
         finished = evaluator.evaluate(episodes, explore=explore)
@@ -329,5 +333,5 @@ def load(
         policy.set_weights(ckpt.policy_weights(arrays, policy_id))
     except ValueError as err:
         raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
-    obs_filter = frozen_obs_filter(folder, config.model, policy.observation_space)
+    obs_filter = frozen_obs_filter(folder, config.model, policy.observation_space, policy_id)
     return LoadedPolicy(policy, config, load_env_state(folder), preprocessor, obs_filter)

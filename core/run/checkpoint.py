@@ -196,7 +196,11 @@ def policy_arrays(arrays: dict[str, Any], policy_id: str) -> dict[str, Any]:
     sets (``policy/weights/...``), so those keep loading unchanged.
     """
     prefix = policy_prefix(policy_id)
-    found = {k.removeprefix(prefix): v for k, v in arrays.items() if k.startswith(prefix)}
+    found = {
+        k.removeprefix(prefix): v
+        for k, v in arrays.items()
+        if k.startswith(prefix) and not k.removeprefix(prefix).startswith(OBS_FILTER_KEY)
+    }
     if found or policy_id != "default":
         return found
     legacy = ("weights/", "optimizer/")
@@ -205,6 +209,22 @@ def policy_arrays(arrays: dict[str, Any], policy_id: str) -> dict[str, Any]:
         for k, v in arrays.items()
         if k.startswith(POLICY_PREFIX) and k.removeprefix(POLICY_PREFIX).startswith(legacy)
     }
+
+
+#: A policy's observation-filter statistics (``model.observation_filter``): ``obs_filter/<key>`` in a
+#: run with one policy (the layout before policy sets), ``policy/<policy id>/obs_filter/<key>`` with several.
+OBS_FILTER_KEY = "obs_filter/"
+
+
+def obs_filter_prefix(policy_id: str, several: bool) -> str:
+    """Where policy ``policy_id``'s observation-filter statistics are kept (see :data:`OBS_FILTER_KEY`)."""
+    return f"{policy_prefix(policy_id)}{OBS_FILTER_KEY}" if several else OBS_FILTER_KEY
+
+
+def obs_filter_arrays(arrays: dict[str, Any], policy_id: str, several: bool) -> dict[str, Any]:
+    """Policy ``policy_id``'s observation-filter statistics, their prefix removed (empty: none kept)."""
+    prefix = obs_filter_prefix(policy_id, several)
+    return {k.removeprefix(prefix): v for k, v in arrays.items() if k.startswith(prefix)}
 
 
 def policy_weights(arrays: dict[str, Any], policy_id: str) -> dict[str, Any]:

@@ -86,7 +86,9 @@ class AECVectorEnv(PettingZooVectorEnv):
                     reward = self.check_reward(agent, row, reward)
                     discount = 0.0 if terminated else 1.0
                     observation = self.observe(agent, observation, info)
-                    arrays.put(agent, row, StepType.LAST, observation, reward, discount, last_action[agent])
+                    arrays.put(
+                        agent, row, StepType.LAST, observation, reward, discount, last_action[agent], info
+                    )
                     finished.add(agent)
                 env.step(None)
                 continue
@@ -96,9 +98,9 @@ class AECVectorEnv(PettingZooVectorEnv):
             observation = self.observe(agent, observation, info)
             if agent in joined:
                 reward = self.check_reward(agent, row, reward)
-                arrays.put(agent, row, StepType.MID, observation, reward, 1.0, last_action[agent])
+                arrays.put(agent, row, StepType.MID, observation, reward, 1.0, last_action[agent], info)
             else:
-                arrays.put(agent, row, StepType.FIRST, observation)
+                arrays.put(agent, row, StepType.FIRST, observation, info=info)
                 joined.add(agent)
             self._to_move[row] = agent
             return
@@ -122,10 +124,18 @@ class AECVectorEnv(PettingZooVectorEnv):
         pending = env._cumulative_rewards  # what last() would give each agent: reward since its last move
         for agent in self.possible_agents:
             if agent in self._joined[row] and agent not in self._finished[row]:
-                observation = self.observe(agent, env.observe(agent), env.infos.get(agent))
+                info = env.infos.get(agent)
+                observation = self.observe(agent, env.observe(agent), info)
                 reward = self.check_reward(agent, row, pending.get(agent, 0.0))
                 arrays.put(
-                    agent, row, StepType.LAST, observation, reward, 1.0, self._last_action[row].get(agent)
+                    agent,
+                    row,
+                    StepType.LAST,
+                    observation,
+                    reward,
+                    1.0,
+                    self._last_action[row].get(agent),
+                    info,
                 )
                 self._finished[row].add(agent)
         self._end(row, arrays)

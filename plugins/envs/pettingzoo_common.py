@@ -138,6 +138,8 @@ class StepArrays:
         self.observation = {agent: _zeros(env.observation_spaces[agent], n) for agent in env.possible_agents}
         self.prev_action = {agent: env.zero_actions(agent) for agent in env.possible_agents}
         self.episode_end = np.zeros(n, dtype=bool)
+        #: per agent, the env's info of each slot where it has a step (when that info holds anything)
+        self.infos: dict[str, dict[int, dict[str, Any]]] = {}
 
     def put(
         self,
@@ -148,8 +150,16 @@ class StepArrays:
         reward: float = 0.0,
         discount: float = 1.0,
         action: Any = None,
+        info: dict[str, Any] | None = None,
     ) -> None:
-        """Agent ``agent`` has a step in env slot ``row``; ``action`` is its previous action (None at FIRST)."""
+        """Agent ``agent`` has a step in env slot ``row``; ``action`` is its previous action (None at FIRST);
+        ``info`` is what PettingZoo gave the agent with it (its ``action_mask`` left out when the adapter
+        moved it into the observation)."""
+        if info:
+            if self._env.mask_in_info and ACTION_MASK in info:
+                info = {key: value for key, value in info.items() if key != ACTION_MASK}
+            if info:
+                self.infos.setdefault(agent, {})[row] = info
         self.active[agent][row] = True
         self.step_type[agent][row] = step_type
         self.reward[agent][row] = reward
@@ -170,10 +180,28 @@ class StepArrays:
                 observation=self.observation[agent],
                 prev_action=self.prev_action[agent],
                 env_id=env_ids.copy(),
+                info=_vector_info(self.infos.get(agent), len(env_ids)),
             )
             for agent in self.active
         }
         return MultiAgentTimeStep(steps=steps, active=self.active, episode_end=self.episode_end)
+
+
+def _vector_info(rows: dict[int, dict[str, Any]] | None, n: int) -> dict[str, Any] | None:
+    """An agent's infos per env slot in gymnasium's vector layout (``info[key]`` an object array over
+    the slots, ``info["_key"]`` where it is set): the layout a single-agent TimeStep.info has, which
+    ``episode.last_info`` reads a slot's row of."""
+    if not rows:
+        return None
+    info: dict[str, Any] = {}
+    for row, entries in rows.items():
+        for key, value in entries.items():
+            if key not in info:
+                info[key] = np.empty(n, dtype=object)
+                info[f"_{key}"] = np.zeros(n, dtype=bool)
+            info[key][row] = value
+            info[f"_{key}"][row] = True
+    return info
 
 
 def zero_actions(space: Space, n: int) -> np.ndarray:

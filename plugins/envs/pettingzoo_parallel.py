@@ -65,7 +65,7 @@ class ParallelVectorEnv(PettingZooVectorEnv):
         for agent in env.agents:
             if agent in observations:
                 observation = self.observe(agent, observations[agent], infos.get(agent))
-                arrays.put(agent, row, StepType.FIRST, observation)
+                arrays.put(agent, row, StepType.FIRST, observation, info=infos.get(agent))
                 self._joined[row].add(agent)
                 self._acted[row].add(agent)
 
@@ -104,7 +104,7 @@ class ParallelVectorEnv(PettingZooVectorEnv):
             if agent not in joined:
                 if agent in observations and not (terminated or truncated or over):
                     observation = self.observe(agent, observations[agent], infos.get(agent))
-                    arrays.put(agent, row, StepType.FIRST, observation)  # arrives now: reward 0
+                    arrays.put(agent, row, StepType.FIRST, observation, info=infos.get(agent))  # reward 0
                     joined.add(agent)
                     acted.add(agent)
                 continue  # one that arrives and leaves in the same step never takes part
@@ -118,10 +118,28 @@ class ParallelVectorEnv(PettingZooVectorEnv):
                 continue
             if terminated or truncated:
                 discount = 0.0 if terminated else 1.0
-                arrays.put(agent, row, StepType.LAST, observation, reward, discount, last_action.get(agent))
+                arrays.put(
+                    agent,
+                    row,
+                    StepType.LAST,
+                    observation,
+                    reward,
+                    discount,
+                    last_action.get(agent),
+                    infos.get(agent),
+                )
                 finished.add(agent)
             else:
-                arrays.put(agent, row, StepType.MID, observation, reward, 1.0, last_action.get(agent))
+                arrays.put(
+                    agent,
+                    row,
+                    StepType.MID,
+                    observation,
+                    reward,
+                    1.0,
+                    last_action.get(agent),
+                    infos.get(agent),
+                )
                 acted.add(agent)
         if over:
             for agent in sorted(joined - finished):  # the env dropped them unflagged, or gave no observation

@@ -1,0 +1,98 @@
+"""A single-agent run samples exactly what it sampled before it became the one-agent case of the sampler.
+
+The single-agent evaluator used to record fragments and episodes in a loop of its own; since issue 13
+it goes through :class:`~rlgear.execution.multi_agent.MultiAgentSampler` as one agent, one policy,
+every slot always active. The digests below were computed with the OLD code (commit 5ea809b, before
+that change) by :func:`sampled_digest`, so these tests fail if the shared sampler changes a single
+sampled, postprocessed or counted value of a seeded single-agent run: fragments with the observation
+filter, whole episodes (``complete_episodes``) and an LSTM policy's per-slot state.
+
+Floats are rounded to 4 decimals before hashing, so that another BLAS (CI) giving a different last bit
+of a matmul does not change the digest; every sampled action, step type, episode id and count is exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from rlgear import config as config_mod
+from rlgear.discovery import registry
+from rlgear.execution.evaluator import Evaluator
+from rlgear.plugins.algorithms.ppo import PPO
+from tests.conftest import small_config
+
+CASES = {
+    "fragments_with_filter": {
+        "workers": {"num_envs_per_worker": 3, "rollout_fragment_length": 40},
+        "model": {"observation_filter": "mean_std"},
+    },
+    "complete_episodes": {
+        "workers": {
+            "num_envs_per_worker": 3,
+            "rollout_fragment_length": 30,
+            "batch_mode": "complete_episodes",
+        },
+    },
+    "lstm": {
+        "workers": {"num_envs_per_worker": 2, "rollout_fragment_length": 25},
+        "model": {"lstm": True, "lstm_cell_size": 8, "max_seq_len": 10},
+    },
+}
+
+#: sha256 digests of :func:`sampled_digest` computed with the code before the change (commit 5ea809b).
+OLD_DIGESTS = {
+    "fragments_with_filter": "88109b31ae4f00079f9d56b9572f2595c69e769056b26f42af191d54f7126db9",
+    "complete_episodes": "648738e757f60717dfc5af59d4f5e537e34e166d471575fe3da02a718bd82555",
+    "lstm": "c33881fe2f3ffe24956632d036cc876ed8feb1a312a269267730e381f40d5d35",
+}
+
+
+def _update(digest, value) -> None:
+    value = np.asarray(value)
+    if value.dtype.kind == "f":
+        value = np.round(value.astype(np.float64), 4) + 0.0  # + 0.0: -0.0 and 0.0 hash alike
+    digest.update(f"{value.dtype.str}{value.shape}".encode())
+    digest.update(np.ascontiguousarray(value).tobytes())
+
+
+def sampled_digest(tmp_path, case: str, samples: int = 4) -> str:
+    """sha256 over ``samples`` postprocessed batches of a seeded PPO CartPole evaluator, every column,
+    and the episodes and env steps it reported."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)  # what the Trainer's backend setup does: the policy's weights and sampling
+    config = config_mod.resolve(small_config(tmp_path, **CASES[case]))
+    evaluator = Evaluator(
+        config, PPO.policy_class("torch"), registry.load_env_adapter("gymnasium"), PPO.postprocess
+    )
+    digest = hashlib.sha256()
+    try:
+        for _ in range(samples):
+            batch, steps = evaluator.sample_with_count()
+            digest.update(str(steps).encode())
+            for key in sorted(batch.keys()):
+                digest.update(key.encode())
+                _update(digest, batch[key])
+        metrics = evaluator.pop_metrics()
+    finally:
+        evaluator.stop()
+    digest.update(str(metrics["env_steps"]).encode())
+    for episode in metrics["episodes"]:
+        digest.update(repr(sorted((k, v) for k, v in episode.items() if k != "time")).encode())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_seeded_single_agent_run_samples_what_the_old_loop_sampled(tmp_path, case):
+    assert sampled_digest(tmp_path, case) == OLD_DIGESTS[case]
+
+
+if __name__ == "__main__":  # print the digests of the code in place (how OLD_DIGESTS were made)
+    import tempfile
+    from pathlib import Path
+
+    for name in sorted(CASES):
+        print(name, sampled_digest(Path(tempfile.mkdtemp()), name))
