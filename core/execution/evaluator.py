@@ -308,6 +308,17 @@ class Evaluator:
                 f.frozen = was
         return self._timestep
 
+    def _step(self, actions: np.ndarray) -> TimeStep | None:
+        """One env step with actions the caller chose (single-agent env): observed and tracked as
+        sampling does (episodes reach ``_finished``), not recorded. The new current TimeStep.
+
+        For code that acts itself, e.g. population evaluation
+        (:mod:`rlgear.execution.population`: every slot with its own parameters).
+        """
+        sampler = self._sampler
+        sampler._observe(sampler.env.step({OneAgentEnv.AGENT: self._collector.env_actions(actions)}))
+        return self._timestep
+
     def _hooked(self, name: str) -> bool:
         """Whether any plugin implements hook ``name``: calling pluggy with none costs
         microseconds per episode, and most runs have no episode hooks."""

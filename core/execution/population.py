@@ -104,7 +104,6 @@ def evaluate_population(
             else:
                 slot_job[slot] = None
                 active -= 1
-    evaluator._timestep = timestep
     return PopulationResult(returns, lengths, evaluator._env_steps - steps_before)
 
 
