@@ -64,7 +64,9 @@ def sampled_digest(tmp_path, case: str, samples: int = 4) -> str:
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
     torch.manual_seed(0)  # what the Trainer's backend setup does: the policy's weights and sampling
-    config = config_mod.resolve(small_config(tmp_path, **CASES[case]))
+    # sync envs, as the digests were made with (env.vectorization's default was sync then; native
+    # CartPole draws other random streams)
+    config = config_mod.resolve(small_config(tmp_path, env={"vectorization": "sync"}, **CASES[case]))
     evaluator = Evaluator(
         config, PPO.policy_class("torch"), registry.load_env_adapter("gymnasium"), PPO.postprocess
     )
