@@ -40,6 +40,7 @@ def run(algorithm: str, seed: int, budget: int) -> dict:
                 "--set", f"seed={seed}", "--set", f"logging.dir={tmp}",
                 "--set", "checkpoint.every=0", "--set", "checkpoint.at_end=false",
                 "--set", "logging.tensorboard=false",
+                "--set", "training.evaluation_interval=0",  # the same criterion for all: training episodes
                 "--set", f"stop={{episode_return_mean: {THRESHOLD}, timesteps_total: {budget}}}",
                 *EXTRA[algorithm],
             ]
