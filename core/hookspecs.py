@@ -59,7 +59,7 @@ def on_sample_end(worker: Evaluator, batch: SampleBatch) -> None:
 def on_postprocess_fragment(
     worker: Evaluator, policy_id: str, fragment: SampleBatch, window: dict[str, Any], rows: Any, slots: Any
 ) -> None:
-    """A multi-agent fragment of policy ``policy_id`` is about to be postprocessed (the centralised-critic hook).
+    """A fragment of policy ``policy_id`` is about to be postprocessed (the centralised-critic hook).
 
     ``fragment`` is time-major ``[n, k]``: ``k`` agent streams (compacted: each agent's own rows,
     the last one the bootstrap) of equal length ``n``. Add columns to it in place (e.g. the other
@@ -73,7 +73,8 @@ def on_postprocess_fragment(
     ``a * num_envs + i`` is agent ``a`` in env slot ``i``) and ``window[pid]["num_envs"]``.
     Element ``[r, c]`` of ``fragment`` is row ``rows[r, c]`` of slot ``slots[c]`` of this policy's
     table, so its env slot is ``slots[c] % num_envs`` and rows ``>= 1`` of other policies at the
-    same index are the same env step. Called only for multi-agent envs.
+    same index are the same env step. Called for every fragment of ``truncate_episodes`` sampling; a
+    single-agent run is the one-agent case (one agent, every slot active, ``rows`` the identity).
     """
 
 
