@@ -24,7 +24,14 @@ class ApexTD3Config(ApexConfig, TD3Config):
     """TD3's keys plus Ape-X's; ``exploration_noise_scale`` is set per worker by Ape-X's schedule."""
 
 
-class ApexDDPG(ApexTrainer, DDPG):
+class NoiseScaleExploration:
+    """Ape-X's per-worker epsilon, for a deterministic actor: its exploration noise's scale."""
+
+    def worker_exploration(self, epsilon: float) -> dict[str, float]:
+        return {"exploration_noise_scale": epsilon}
+
+
+class ApexDDPG(NoiseScaleExploration, ApexTrainer, DDPG):
     name = "apex_ddpg"
     description = (
         "Ape-X DDPG: Ray rollout workers with per-worker noise scales feed sharded prioritized replay "
@@ -33,17 +40,11 @@ class ApexDDPG(ApexTrainer, DDPG):
     config_class = ApexDDPGConfig
     multi_agent = False
 
-    def worker_exploration(self, epsilon: float) -> dict[str, float]:
-        return {"exploration_noise_scale": epsilon}
 
-
-class ApexTD3(ApexTrainer, TD3):
+class ApexTD3(NoiseScaleExploration, ApexTrainer, TD3):
     name = "apex_td3"
     description = (
         "Ape-X over TD3 (twin critics, delayed policy updates, target smoothing); continuous actions"
     )
     config_class = ApexTD3Config
     multi_agent = False
-
-    def worker_exploration(self, epsilon: float) -> dict[str, float]:
-        return {"exploration_noise_scale": epsilon}
