@@ -154,9 +154,13 @@ class TestApexDQNOnRay:
         learned = apex_trainer.policy.num_grad_updates
         apex_trainer.learn_from_shards(8, apex_trainer.timesteps_total)
         assert apex_trainer.policy.num_grad_updates > learned
-        deadline = time.monotonic() + 30  # the priority updates are fire-and-forget calls
+        # The priority updates are fire-and-forget calls, and the first minibatches may have been
+        # sampled before the row was planted (requests in flight): keep learning until the row has
+        # been replayed and its update has arrived (one run out of five needed more than 8 steps).
+        deadline = time.monotonic() + 60
         while ray.get(shard.priorities.remote())[slot] >= huge and time.monotonic() < deadline:
             time.sleep(0.1)
+            apex_trainer.learn_from_shards(8, apex_trainer.timesteps_total)
         new_priority = ray.get(shard.priorities.remote())[slot]
         # Only the learner's update (|TD error| of the row after it was replayed) lowers a priority.
         assert new_priority < 1e3, new_priority
