@@ -99,6 +99,24 @@ class Policy(ABC):
         and ``extras`` holds per-row arrays the evaluator stores in the batch
         (``action_logp``, ``vf_preds`` ...). The caller resets a slot's state
         at its FIRST step; the policy does not look at step types.
+
+        An extra that is cheaper computed over many rows at once than step by step may be left
+        out here when :attr:`defer_extras` is set, and filled in by :meth:`finish_fragment`, which
+        the evaluator calls on the recorded rows before anything else reads them.
+        """
+
+    #: Set by the evaluator that records this policy's rows (it calls :meth:`finish_fragment` on every
+    #: row it records): :meth:`compute_actions` may then leave out what that fills in. False for any
+    #: other caller, who gets every extra from :meth:`compute_actions` itself.
+    defer_extras: bool = False
+
+    def finish_fragment(self, columns: dict[str, np.ndarray]) -> None:
+        """Complete, in place, the extras :meth:`compute_actions` left out, on recorded rows
+        (``[T, B, ...]`` columns, or one step's ``[B, ...]``) acted on with the current weights.
+
+        Why: acting is on the critical path of every env step; a column such as the log-probability
+        of the sampled action is one batched numpy call for a whole fragment, but several calls per
+        step. The default does nothing.
         """
 
     @abstractmethod

@@ -7,6 +7,13 @@ that change) by :func:`sampled_digest`, so these tests fail if the shared sample
 sampled, postprocessed or counted value of a seeded single-agent run: fragments with the observation
 filter, whole episodes (``complete_episodes``) and an LSTM policy's per-slot state.
 
+The feed-forward digests were pinned again when the numpy twin moved from inverse-CDF sampling
+with per-step log-probabilities to Gumbel-max sampling on block-drawn noise, with the
+log-probabilities computed per fragment (``Policy.finish_fragment``): a new random stream, the same
+distribution. That commit was checked first with the inverse-CDF sampling put back: all three
+5ea809b digests still matched, so nothing but the random stream changed. The LSTM twin still samples
+by inverse CDF: its digest is 5ea809b's.
+
 Floats are rounded to 4 decimals before hashing, so that another BLAS (CI) giving a different last bit
 of a matmul does not change the digest; every sampled action, step type, episode id and count is exact.
 """
@@ -42,10 +49,11 @@ CASES = {
     },
 }
 
-#: sha256 digests of :func:`sampled_digest` computed with the code before the change (commit 5ea809b).
+#: sha256 digests of :func:`sampled_digest`: the LSTM's computed with the code before the change
+#: (commit 5ea809b), the feed-forward ones since Gumbel-max sampling (see the module docstring).
 OLD_DIGESTS = {
-    "fragments_with_filter": "88109b31ae4f00079f9d56b9572f2595c69e769056b26f42af191d54f7126db9",
-    "complete_episodes": "648738e757f60717dfc5af59d4f5e537e34e166d471575fe3da02a718bd82555",
+    "fragments_with_filter": "10d7024c4ca60d1144556821a214baba26dd273afe6a0a6c7ab422bf4062371f",
+    "complete_episodes": "ccb36390cfe415bff0ba141283728734f54fa739dacaab7c6742490457a623e6",
     "lstm": "c33881fe2f3ffe24956632d036cc876ed8feb1a312a269267730e381f40d5d35",
 }
 

@@ -55,6 +55,7 @@ class PolicyCollector:
         #: ``model.observation_filter`` (None when off): applied to every preprocessed observation.
         self.obs_filter = make_observation_filter(config.model, self.preprocessor.observation_space)
         self.policy = policy_class(self.preprocessor.observation_space, action_space, config)
+        self.policy.defer_extras = True  # the sampler calls finish_fragment on every row it records
         space = action_space
         self.mask_blocks = space.nvec if isinstance(space, MultiDiscrete) else (getattr(space, "n", 0),)
         self.structured_actions = isinstance(space, Tuple | Dict)

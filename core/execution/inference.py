@@ -23,9 +23,21 @@ import numpy as np
 
 from rlgear.config.conv import ConvSpec
 from rlgear.execution.conv_inference import NumpyConvTrunk
+from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Discrete, Space
 
 _LOG_2PI = math.log(2.0 * math.pi)
+_TINY = float(np.finfo(np.float32).tiny)
+
+#: How many exploration-noise values :meth:`NumpyActorCritic.act_deferred` draws at once (about 1,000
+#: steps of 8 envs with 2 actions): one RNG call and two logs per block instead of several numpy
+#: calls per step.
+NOISE_BLOCK = 16384
+
+#: The column :meth:`NumpyActorCritic.act_deferred`'s callers record in place of ``action_logp``: the
+#: policy head's output (logits, or the Gaussian's means), from which :meth:`NumpyActorCritic.logp`
+#: gives the log-probabilities of a whole fragment at once, before it is postprocessed.
+POLICY_HEAD = "policy_head"
 
 
 def _elu(x: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -84,6 +96,11 @@ class NumpyActorCritic:
         self._row_index = np.arange(0)
         self._kernels: list[np.ndarray] = []  # hidden layers then head, each with its bias as last row
         self._inputs: list[np.ndarray] = []  # per layer, [B, in + 1] with a last column of ones
+        # act_deferred's noise: a block drawn from ``_noise_rng`` when its state was ``_noise_rng_state``
+        self._noise = np.zeros(0, dtype=np.float32)
+        self._noise_next = 0
+        self._noise_rng: np.random.Generator | None = None
+        self._noise_rng_state: dict | None = None
 
     def load(self, weights: dict[str, np.ndarray], version: int) -> None:
         """Take new weights. Separate policy and value MLPs are fused into one wider MLP
@@ -193,8 +210,105 @@ class NumpyActorCritic:
         logp = (-0.5 * noise * noise - self.log_std - 0.5 * _LOG_2PI).sum(axis=-1)
         return actions.astype(np.float32), logp.astype(np.float32), values
 
+    def act_deferred(
+        self, obs: np.ndarray, explore: bool, action_mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(actions, head, values)``: what sampling needs at each step, with the log-probabilities
+        left to :meth:`logp` over the whole fragment (the head is recorded as :data:`POLICY_HEAD`).
+
+        Why: with a handful of envs, a step's cost is the number of numpy calls, not arithmetic;
+        drawing the noise in blocks and sampling by Gumbel-max (the argmax of logits plus Gumbel
+        noise is a Categorical sample) takes two calls per step where inverse-CDF sampling and
+        log-probabilities took about a dozen. Box actions are ``mean + std * noise``, as in
+        :meth:`act`. The distribution is the same as :meth:`act`'s; the random stream is not.
+        """
+        head, values = self.forward(obs)
+        if self.discrete:
+            if action_mask is not None:  # disallowed actions: -inf, never the argmax
+                head = np.where(action_mask, head, -np.inf).astype(np.float32, copy=False)
+            if explore:
+                return np.argmax(head + self._exploration_noise(head.shape), axis=-1), head, values
+            return np.argmax(head, axis=-1), head, values
+        if action_mask is not None:
+            raise ValueError("an action mask needs Discrete actions, not Box")
+        if explore:
+            return head + np.exp(self.log_std) * self._exploration_noise(head.shape), head, values
+        return head.copy(), head, values
+
+    def logp(self, head: np.ndarray, actions: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
+        """float32 log-probabilities of ``actions`` (``[...]``) under the head's output ``[..., A]``
+        (as :meth:`act_deferred` returned it: masked logits, or means), for any leading shape.
+
+        A row whose mask allows nothing (an inactive multi-agent slot, never trained on) is taken
+        as unmasked, so no NaN appears in the table.
+        """
+        if self.discrete:
+            if action_mask is not None:
+                unmasked = ~np.logical_or.reduce(action_mask, axis=-1, keepdims=True)
+                head = np.where(action_mask | unmasked, head, -np.inf)
+            with np.errstate(invalid="ignore"):  # rows of -inf only where a row was all masked
+                shifted = head - np.max(head, axis=-1, keepdims=True)
+            chosen = np.take_along_axis(shifted, actions[..., None].astype(np.intp), axis=-1)[..., 0]
+            return (chosen - np.log(np.sum(np.exp(shifted), axis=-1))).astype(np.float32)
+        noise = (actions - head) / np.exp(self.log_std)
+        return (-0.5 * noise * noise - self.log_std - 0.5 * _LOG_2PI).sum(axis=-1).astype(np.float32)
+
+    def _exploration_noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The next ``shape`` values of the noise block (Gumbel for Discrete, normal for Box)."""
+        size = math.prod(shape)
+        if self._noise_rng is not self.rng or self._noise_next + size > self._noise.size:
+            self._draw_noise(max(NOISE_BLOCK, size))  # a new Generator (reseed) or the block is used up
+        start = self._noise_next
+        self._noise_next = start + size
+        return self._noise[start : start + size].reshape(shape)
+
+    def _draw_noise(self, size: int) -> None:
+        self._noise_rng, self._noise_rng_state = self.rng, self.rng.bit_generator.state
+        if self.discrete:  # Gumbel: -log(-log(u)), u in [tiny, 1): finite, within about [-4.5, 16.7]
+            noise = self.rng.random(size, dtype=np.float32)
+            np.maximum(noise, _TINY, out=noise)
+            np.log(noise, out=noise)
+            np.negative(noise, out=noise)
+            np.log(noise, out=noise)
+            np.negative(noise, out=noise)
+        else:
+            noise = self.rng.standard_normal(size, dtype=np.float32)
+        self._noise, self._noise_next = noise, 0
+
+    def rng_state(self) -> dict:
+        """The acting RNG as a checkpoint keeps it: with a noise block in use, the Generator's state
+        before the block was drawn and how much of it was used, so a restored run draws the same
+        block again and goes on where this one is (``{"generator": ..., "noise": [size, used]}``)."""
+        if self._noise_rng is self.rng and self._noise_next < self._noise.size:
+            return {"generator": self._noise_rng_state, "noise": [int(self._noise.size), int(self._noise_next)]}
+        return {"generator": self.rng.bit_generator.state}
+
+    def set_rng_state(self, saved: dict) -> None:
+        """Undo :meth:`rng_state` (or take a bare bit-generator state, as older checkpoints hold)."""
+        if "generator" not in saved:  # a bit generator's own state
+            self.rng.bit_generator.state = saved
+            self._noise_rng = None
+            return
+        self.rng.bit_generator.state = saved["generator"]
+        self._noise_rng = None
+        if "noise" in saved:
+            size, used = saved["noise"]
+            self._draw_noise(int(size))
+            self._noise_next = int(used)
+
     def dist_inputs(self, obs: np.ndarray) -> np.ndarray:
         head, _ = self.forward(obs)
         if self.discrete:
             return head
         return np.concatenate([head, np.broadcast_to(self.log_std, head.shape)], axis=-1)
+
+
+def fill_action_logp(actor: NumpyActorCritic | None, columns: dict[str, np.ndarray]) -> None:
+    """A policy's :meth:`~rlgear.policy.Policy.finish_fragment` for rows its twin acted on with
+    :meth:`NumpyActorCritic.act_deferred`: the :data:`POLICY_HEAD` column becomes ``action_logp``."""
+    head = columns.pop(POLICY_HEAD, None)
+    if head is None or actor is None:
+        return
+    columns[SampleBatch.ACTION_LOGP] = actor.logp(
+        head, columns[SampleBatch.ACTIONS], columns.get(SampleBatch.ACTION_MASK)
+    )

@@ -33,6 +33,7 @@ from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.timestep import StepType, TimeStep
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+_NOT_RUNNING = object()  # _running's default: no episode start seen in that slot
 
 
 class AgentSlots:
@@ -229,7 +230,8 @@ class MultiAgentSampler:
         self._episode_length = np.zeros(n, dtype=np.int64)
         self._all_mid = np.full(n, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
         self._next_episode_id = 0
-        self._running: dict[int, Episode] = {}
+        #: per env slot whose episode start was seen: its Episode (for hooks) or None (no hooks)
+        self._running: dict[int, Episode | None] = {}
         self.agent_steps = 0
 
     # --- stepping -------------------------------------------------------------------
@@ -268,8 +270,8 @@ class MultiAgentSampler:
                 self._episode_length += 1
                 return
             if valid is not None:
-                for i in np.flatnonzero(~valid):
-                    if self._running.pop(int(i), None) is not None:
+                for i in np.flatnonzero(~valid).tolist():
+                    if self._running.pop(i, _NOT_RUNNING) is not _NOT_RUNNING:
                         ev.episodes_aborted += 1  # its client dropped: never reported, rows dropped
             starting = ts.step_type == _FIRST  # an external env's slot may start with no end before
         else:
@@ -301,39 +303,59 @@ class MultiAgentSampler:
 
     def _start_episodes(self, starting: np.ndarray) -> None:
         ev = self.evaluator
-        for i in np.flatnonzero(starting):
-            self._episode_ids[i] = self._next_episode_id
-            self._next_episode_id += 1
-            self._episode_return[i] = 0.0
-            self._episode_length[i] = 0
-            if not self.single_agent:
-                for returns in self._policy_return.values():
-                    returns[i] = 0.0
-            episode = Episode(
-                env_id=int(i), episode_id=int(self._episode_ids[i]), worker_index=ev.worker_index
-            )
-            self._running[int(i)] = episode
-            if ev._hooked("on_episode_start"):
+        slots = np.flatnonzero(starting)
+        first_id = self._next_episode_id
+        self._next_episode_id += len(slots)
+        self._episode_ids[slots] = np.arange(first_id, first_id + len(slots))
+        self._episode_return[slots] = 0.0
+        self._episode_length[slots] = 0
+        if not self.single_agent:
+            for returns in self._policy_return.values():
+                returns[slots] = 0.0
+        # Episode objects only for hooks (user_data lives from start to end); without any, a
+        # running episode is a marker, and its summary is built at the end (CartPole with 8 envs
+        # starts an episode every few steps: a dataclass each was a tenth of the sampling time)
+        on_start = ev._hooked("on_episode_start")
+        if not (on_start or ev._hooked("on_episode_end")):
+            self._running.update(dict.fromkeys(slots.tolist()))
+            return
+        for k, i in enumerate(slots.tolist()):
+            episode = Episode(env_id=i, episode_id=first_id + k, worker_index=ev.worker_index)
+            self._running[i] = episode
+            if on_start:
                 hooks_mod.call(ev.hooks, "on_episode_start", worker=ev, episode=episode)
 
     def _end_episodes(self, mts: MultiAgentTimeStep, end: np.ndarray) -> None:
         ev = self.evaluator
-        for i in np.flatnonzero(end):
-            episode = self._running.pop(int(i), None)
-            if episode is None:
+        on_end = ev._hooked("on_episode_end")
+        for i in np.flatnonzero(end).tolist():
+            episode = self._running.pop(i, _NOT_RUNNING)
+            if episode is _NOT_RUNNING:
                 continue  # started before a reset() or restore: its start was not seen
-            episode.episode_return = float(self._episode_return[i])
-            episode.length = int(self._episode_length[i])
             if self.single_agent:
-                episode.terminated = bool(mts.steps[OneAgentEnv.AGENT].discount[i] == 0)
+                terminated = bool(mts.steps[OneAgentEnv.AGENT].discount[i] == 0)
             else:
                 discounts = [mts.steps[a].discount[i] for a in self.possible_agents if mts.active[a][i]]
-                episode.terminated = bool(discounts) and all(d == 0 for d in discounts)
-            episode.truncated = not episode.terminated
-            if ev._hooked("on_episode_end"):
-                episode.last_info = self._last_info(mts, int(i))
-                hooks_mod.call(ev.hooks, "on_episode_end", worker=ev, episode=episode)
-            summary = episode.summary()
+                terminated = bool(discounts) and all(d == 0 for d in discounts)
+            if episode is None:  # no episode hooks: the summary straight away
+                summary = {
+                    "env_id": i,
+                    "episode_id": int(self._episode_ids[i]),
+                    "worker_index": ev.worker_index,
+                    "episode_return": float(self._episode_return[i]),
+                    "length": int(self._episode_length[i]),
+                    "terminated": terminated,
+                    "truncated": not terminated,
+                    "custom_metrics": {},
+                }
+            else:
+                episode.episode_return = float(self._episode_return[i])
+                episode.length = int(self._episode_length[i])
+                episode.terminated, episode.truncated = terminated, not terminated
+                if on_end:
+                    episode.last_info = self._last_info(mts, i)
+                    hooks_mod.call(ev.hooks, "on_episode_end", worker=ev, episode=episode)
+                summary = episode.summary()
             if not self.single_agent:
                 summary["policy_returns"] = {pid: float(r[i]) for pid, r in self._policy_return.items()}
             ev._finished.append(summary)
@@ -520,6 +542,7 @@ class MultiAgentSampler:
         """Moves a step's row into each active slot's episode; postprocesses the episodes that
         ended (into ``out``); returns the agent steps they hold."""
         collector = stream.collector
+        collector.policy.finish_fragment(row)  # now: the weights may change before the episode ends
         step_types = row[SampleBatch.STEP_TYPES]
         steps = 0
         for slot in range(len(step_types)) if active is None else np.flatnonzero(active):
@@ -550,6 +573,7 @@ class MultiAgentSampler:
         Rows an external env marked invalid are turned into LAST rows here, with the episodes they abort."""
         n = stream.n
         table = {key: values[:n] if n < values.shape[0] else values for key, values in stream.buffers.items()}
+        stream.collector.policy.finish_fragment(table)  # the columns the policy left out while acting
         active = stream.active[:n]
         invalid = stream.valid[:n] if stream.valid is not None else None
         if stream.has_carry.any():

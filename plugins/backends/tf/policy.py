@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.config.conv import conv_layers
-from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.tf.distributions import action_noise_width, distribution_class
@@ -360,6 +360,10 @@ class TFPolicy(Policy):
             1,
         )
 
+    def finish_fragment(self, columns: dict[str, np.ndarray]) -> None:
+        """``action_logp`` of the rows the numpy twin acted on (it records the policy head instead)."""
+        fill_action_logp(self.fast_actor, columns)
+
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
@@ -370,7 +374,10 @@ class TFPolicy(Policy):
         if fast is not None:
             if fast.version != self.weights_version:
                 fast.load(self.get_weights(), self.weights_version)
-            actions, logp, values = fast.act(obs, explore, timestep.action_mask)
+            actions, head, values = fast.act_deferred(obs, explore, timestep.action_mask)
+            if self.defer_extras:  # the sampler: log-probabilities per fragment (finish_fragment)
+                return actions, state, {POLICY_HEAD: head, SampleBatch.VF_PREDS: values}
+            logp = fast.logp(head, actions, timestep.action_mask)
             return actions, state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
         if explore:
             noise = self.dist_class.draw_noise(self.acting_rng, obs.shape[0], self.action_space)
@@ -646,7 +653,7 @@ class TFPolicy(Policy):
             "tf_acting_rng": self.acting_rng.bit_generator.state,
         }
         if self.fast_actor is not None:
-            meta["acting_rng"] = self.fast_actor.rng.bit_generator.state
+            meta["twin_rng"] = self.fast_actor.rng_state()  # "acting_rng" is the target-network mixin's
         return PolicyState(arrays=arrays, meta=meta)
 
     def set_state(self, state: PolicyState) -> None:
@@ -667,5 +674,7 @@ class TFPolicy(Policy):
             self.rng.bit_generator.state = state.meta["rng"]
         if "tf_acting_rng" in state.meta:
             self.acting_rng.bit_generator.state = state.meta["tf_acting_rng"]
-        if self.fast_actor is not None and "acting_rng" in state.meta:
-            self.fast_actor.rng.bit_generator.state = state.meta["acting_rng"]
+        if self.fast_actor is not None:  # checkpoints before "twin_rng" kept it as "acting_rng"
+            saved = state.meta.get("twin_rng", state.meta.get("acting_rng"))
+            if saved is not None:
+                self.fast_actor.set_rng_state(saved)

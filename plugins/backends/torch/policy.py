@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlgear.config.conv import conv_layers
-from rlgear.execution.inference import NumpyActorCritic
+from rlgear.execution.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.distributions import distribution_class
@@ -120,6 +120,10 @@ class TorchPolicy(Policy):
         cell = int(self.config.model.lstm_cell_size)
         return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
 
+    def finish_fragment(self, columns: dict[str, np.ndarray]) -> None:
+        """``action_logp`` of the rows the numpy twin acted on (it records the policy head instead)."""
+        fill_action_logp(self.fast_actor, columns)
+
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
@@ -130,7 +134,10 @@ class TorchPolicy(Policy):
             if fast.version != self.weights_version:
                 fast.load(self.get_weights(), self.weights_version)
             obs = flatten_observations(self.observation_space, timestep.observation)
-            actions, logp, values = fast.act(obs, explore, timestep.action_mask)
+            actions, head, values = fast.act_deferred(obs, explore, timestep.action_mask)
+            if self.defer_extras:  # the sampler: log-probabilities per fragment (finish_fragment)
+                return actions, state, {POLICY_HEAD: head, SampleBatch.VF_PREDS: values}
+            logp = fast.logp(head, actions, timestep.action_mask)
             return actions, state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
         mask = None if timestep.action_mask is None else torch.from_numpy(timestep.action_mask)
         with torch.inference_mode():
@@ -405,7 +412,7 @@ class TorchPolicy(Policy):
             "rng": self.rng.bit_generator.state,
         }
         if self.fast_actor is not None:
-            meta["acting_rng"] = self.fast_actor.rng.bit_generator.state
+            meta["twin_rng"] = self.fast_actor.rng_state()  # "acting_rng" is the target-network mixin's
         return PolicyState(arrays=arrays, meta=meta)
 
     def set_state(self, state: PolicyState) -> None:
@@ -429,5 +436,7 @@ class TorchPolicy(Policy):
         self.nonfinite.total = int(state.meta.get("num_nonfinite_updates", 0))
         if "rng" in state.meta:
             self.rng.bit_generator.state = state.meta["rng"]
-        if self.fast_actor is not None and "acting_rng" in state.meta:
-            self.fast_actor.rng.bit_generator.state = state.meta["acting_rng"]
+        if self.fast_actor is not None:  # checkpoints before "twin_rng" kept it as "acting_rng"
+            saved = state.meta.get("twin_rng", state.meta.get("acting_rng"))
+            if saved is not None:
+                self.fast_actor.set_rng_state(saved)
