@@ -235,7 +235,9 @@ class NumpyActorCritic:
             return head + np.exp(self.log_std) * self._exploration_noise(head.shape), head, values
         return head.copy(), head, values
 
-    def logp(self, head: np.ndarray, actions: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
+    def logp(
+        self, head: np.ndarray, actions: np.ndarray, action_mask: np.ndarray | None = None
+    ) -> np.ndarray:
         """float32 log-probabilities of ``actions`` (``[...]``) under the head's output ``[..., A]``
         (as :meth:`act_deferred` returned it: masked logits, or means), for any leading shape.
 
@@ -280,7 +282,10 @@ class NumpyActorCritic:
         before the block was drawn and how much of it was used, so a restored run draws the same
         block again and goes on where this one is (``{"generator": ..., "noise": [size, used]}``)."""
         if self._noise_rng is self.rng and self._noise_next < self._noise.size:
-            return {"generator": self._noise_rng_state, "noise": [int(self._noise.size), int(self._noise_next)]}
+            return {
+                "generator": self._noise_rng_state,
+                "noise": [int(self._noise.size), int(self._noise_next)],
+            }
         return {"generator": self.rng.bit_generator.state}
 
     def set_rng_state(self, saved: dict) -> None:
