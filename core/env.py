@@ -222,25 +222,49 @@ class EnvAdapter(ABC):
     #: Whether ``make`` takes ``video=`` (a :class:`VideoRequest`): ``rlgear evaluate --video``
     #: and ``training.evaluation_video_every`` need it.
     records_video: ClassVar[bool] = False
+    #: The gymnasium-wrapper keys of ``env`` that ``make`` takes and applies: ``"wrappers"``
+    #: (around each env), ``"wrappers_vector"`` (around the vector env). The base
+    #: :meth:`check_config` refuses the others when the config sets them.
+    applies_wrappers: ClassVar[tuple[str, ...]] = ()
+    #: The ``env.vectorization`` values ``make`` honours; the base :meth:`check_config`
+    #: refuses the others.
+    vectorizations: ClassVar[tuple[str, ...]] = ("auto", "sync", "async", "native")
+    #: Why ``make`` refuses what the two attributes above leave out, completing "the <adapter>
+    #: adapter ..." in the error message (the envpool adapter: "steps all envs in one C++ pool").
+    steps_envs: ClassVar[str] = "batches its envs itself"
 
     @classmethod
     def check_config(cls, config: Any) -> None:
         """Refuse env settings this adapter can't apply, when the config is read (before anything runs).
 
-        Raise ``config.fail(path, message)``. The default refuses ``env.wrappers`` and
-        ``env.wrappers_vector`` (gymnasium wrappers, which only an adapter building gymnasium envs
-        applies; such an adapter overrides this, checks them and takes ``wrappers=`` and
-        ``wrappers_vector=`` in ``make``), and ``training.evaluation_video_every`` unless
-        :attr:`records_video`.
+        Raise ``config.fail(path, message)``. This base check, written once for every adapter,
+        refuses what the class attributes say ``make`` can't take: ``env.wrappers`` and
+        ``env.wrappers_vector`` (gymnasium wrappers) outside :attr:`applies_wrappers`, an
+        ``env.vectorization`` outside :attr:`vectorizations`, and
+        ``training.evaluation_video_every`` unless :attr:`records_video`. An adapter that
+        checks more (the wrappers it applies) overrides this and calls it first.
         """
         name = config.env.adapter
         for key in ("wrappers", "wrappers_vector"):
-            if getattr(config.env, key):
+            if not getattr(config.env, key) or key in cls.applies_wrappers:
+                continue
+            if key == "wrappers" and "wrappers_vector" in cls.applies_wrappers:
                 raise config.fail(
-                    f"env.{key}",
-                    f"env adapter '{name}' does not apply gymnasium wrappers (the gymnasium adapter "
-                    "does); remove the key, or wrap the env on its side",
+                    "env.wrappers",
+                    f"the {name} adapter {cls.steps_envs}, so per-env gymnasium wrappers cannot apply; "
+                    "use env.wrappers_vector, or the gymnasium adapter",
                 )
+            raise config.fail(
+                f"env.{key}",
+                f"env adapter '{name}' does not apply gymnasium wrappers (the gymnasium adapter "
+                "does); remove the key, or wrap the env on its side",
+            )
+        if config.env.vectorization not in cls.vectorizations:
+            raise config.fail(
+                "env.vectorization",
+                f"'{config.env.vectorization}' does not apply to the {name} adapter (it {cls.steps_envs}); "
+                f"use {' or '.join(cls.vectorizations)}",
+            )
         if not cls.records_video and getattr(config.training, "evaluation_video_every", 0):
             raise config.fail(
                 "training.evaluation_video_every",

@@ -6,7 +6,8 @@
 * The plugin examples the pages include (``docs/examples/*.py``) are installed the
   way a plugin is, through entry points (a ``*.dist-info`` folder on the path of a
   subprocess), and exercised: the env against the TimeStep contract, the CEM
-  algorithm trained and restored on the numpy backend, PPO on the gridworld with
+  algorithm trained and restored without a framework, the numpy backend (core's
+  ``NoFrameworkBackend`` plus Python's random) serving a run, PPO on the gridworld with
   the goal hook loaded from its entry point, the median stopping rule in an experiment.
 """
 
@@ -306,6 +307,110 @@ def test_gridworld_example_keeps_the_timestep_contract(monkeypatch):
         ConfigError, match=r"env\.kwargs\.sise: unknown gridworld option; did you mean .size."
     ):
         GridworldAdapter().make("gridworld", 2, kwargs={"sise": 4})
+
+
+def test_numpy_backend_example_seeds_and_restores_numpy_and_python_random(monkeypatch):
+    """What the example adds to core's NoFrameworkBackend (Python's random) and what it keeps (numpy's RNG)."""
+    import random
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from my_numpy_backend import NumpyBackend
+
+    from rlgear.backend import NoFrameworkBackend
+
+    saved_random, saved_numpy = (
+        random.getstate(),
+        np.random.get_state(),
+    )  # the test leaves them as it found them
+    try:
+        backend = NumpyBackend()
+        backend.setup(1, 3)
+        first = (random.random(), np.random.rand())
+        backend.setup(1, 3)
+        assert (random.random(), np.random.rand()) == first  # setup seeds both generators
+
+        random.gauss(0.0, 1.0)  # leaves a cached second normal: part of the state
+        state = {k: v.copy() for k, v in backend.get_rng_state().items()}
+        assert all(isinstance(v, np.ndarray) for v in state.values())  # safetensors-ready arrays
+        expected = (random.gauss(0.0, 1.0), random.random(), np.random.rand())
+        backend.reseed(99)
+        assert (random.gauss(0.0, 1.0), random.random(), np.random.rand()) != expected
+        backend.set_rng_state(state)
+        assert (random.gauss(0.0, 1.0), random.random(), np.random.rand()) == expected
+
+        core_state = NoFrameworkBackend().get_rng_state()  # a checkpoint written by core's backend
+        numpy_next = np.random.rand()
+        random_next = random.random()
+        backend.set_rng_state(core_state)
+        assert np.random.rand() == numpy_next  # numpy's RNG restored, Python's left where it was
+        assert random.random() != random_next
+    finally:
+        random.setstate(saved_random)
+        np.random.set_state(saved_numpy)
+
+
+def test_numpy_backend_example_passes_the_backend_check(plugin_env, tmp_path):
+    out = run_python(
+        """
+        import json
+        from rlgear.testing import check_plugin
+
+        report = check_plugin("numpy", kind="backend")
+        print(json.dumps({"ok": report.ok, "failures": report.describe_failures() if not report.ok else ""}))
+        """,
+        plugin_env,
+        tmp_path,
+    )
+    assert out["ok"], out["failures"]
+
+
+def test_numpy_backend_example_serves_a_run_whose_policy_lists_it_and_checkpoints_its_rng(
+    plugin_env, tmp_path
+):
+    """What the page says: a policy listed under "numpy" and not framework_free runs on the example backend."""
+    (tmp_path / "numpy_cem.py").write_text(
+        textwrap.dedent(
+            """
+            from my_cem import CEM, LinearPolicy
+
+            class RandomLinearPolicy(LinearPolicy):
+                framework_free = False  # runs on the backend its key names, not on core's
+
+            class NumpyCEM(CEM):
+                policies = {"numpy": "numpy_cem:RandomLinearPolicy"}
+            """
+        )
+    )
+    out = run_python(
+        f"""
+        import json, random
+        from numpy_cem import NumpyCEM
+
+        config = {{
+            "algorithm": "cem", "backend": "numpy", "seed": 3, "env": {{"name": "CartPole-v1"}},
+            "workers": {{"num_envs_per_worker": 2}},
+            "training": {{"population": 4, "episodes_per_candidate": 1}},
+            "logging": {{"dir": {str(tmp_path / "runs")!r}, "tensorboard": False, "progress": "none"}},
+        }}
+        trainer = NumpyCEM(config)
+        after_setup = random.getstate()
+        random.seed(3)
+        seeded = random.getstate() == after_setup
+        trainer.train()
+        random.random()  # the saved state is not the seeded one, which the restoring trainer's setup sets
+        path = trainer.save({str(tmp_path / "ckpt")!r})
+        expected = [random.random() for _ in range(3)]
+        again = NumpyCEM(config)
+        again.restore(path)
+        print(json.dumps({{"backend": type(trainer.backend).__module__, "name": trainer.backend_name,
+                          "seeded": seeded, "restored": [random.random() for _ in range(3)] == expected}}))
+        """,
+        {**plugin_env, "PYTHONPATH": os.pathsep.join([str(tmp_path), plugin_env["PYTHONPATH"]])},
+        tmp_path,
+    )
+    assert (out["backend"], out["name"]) == ("my_numpy_backend", "numpy")
+    assert out["seeded"], "setup(num_threads, seed) did not seed Python's random"
+    assert out["restored"], "restoring the checkpoint did not put Python's random back"
 
 
 def test_parking_example_trains_with_its_mask_and_never_takes_a_taken_slot(monkeypatch, tmp_path):

@@ -113,6 +113,43 @@ def test_the_external_adapter_refuses_wrappers(tmp_path):
         )
 
 
+def test_the_base_check_refuses_what_an_adapter_does_not_declare(tmp_path):
+    """EnvAdapter.check_config, written once for all adapters: applies_wrappers, vectorizations and
+    records_video decide what is refused, steps_envs says why (the envpool adapter declares the same)."""
+    from rlgear.env import EnvAdapter
+
+    class BatchedAdapter(EnvAdapter):
+        applies_wrappers = ("wrappers_vector",)
+        vectorizations = ("auto", "native")
+        steps_envs = "steps all envs in one batch"
+
+        def make(self, *args, **kwargs):  # never called: only the config is checked
+            raise NotImplementedError
+
+    def check(overrides=(), **env):  # "batched" is no installed adapter: resolve leaves it alone
+        BatchedAdapter.check_config(resolve(tmp_path, overrides, adapter="batched", **env))
+
+    check(wrappers_vector=[NORMALIZE_OBS], vectorization="native")  # what it declares passes
+    with pytest.raises(ConfigError) as info:
+        check(wrappers=[FLATTEN])
+    assert str(info.value) == (
+        "run.yaml: env.wrappers: the batched adapter steps all envs in one batch, so per-env gymnasium "
+        "wrappers cannot apply; use env.wrappers_vector, or the gymnasium adapter"
+    )
+    with pytest.raises(ConfigError) as info:
+        check(vectorization="sync")
+    assert str(info.value) == (
+        "run.yaml: env.vectorization: 'sync' does not apply to the batched adapter "
+        "(it steps all envs in one batch); use auto or native"
+    )
+    with pytest.raises(ConfigError) as info:
+        check(["training.evaluation_interval=1", "training.evaluation_video_every=1"])
+    assert str(info.value) == (
+        "--set training.evaluation_video_every=1: training.evaluation_video_every: env adapter 'batched' "
+        "cannot record videos (the gymnasium adapter can); set it to 0"
+    )
+
+
 def test_valid_wrappers_resolve(tmp_path):
     config = resolve(tmp_path, wrappers=[FRAME_STACK, FLATTEN], wrappers_vector=[NORMALIZE_OBS])
     assert [w.name for w in config.env.wrappers] == [FRAME_STACK["name"], FLATTEN["name"]]

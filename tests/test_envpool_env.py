@@ -97,7 +97,7 @@ def test_bad_and_reserved_kwargs_are_config_errors():
     assert env.num_envs == 4
 
 
-def test_config_refuses_per_env_wrappers_and_sync_vectorization(tmp_path):
+def test_config_refuses_per_env_wrappers_sync_vectorization_and_videos_not_vector_wrappers(tmp_path):
     base = {"algorithm": "ppo", "env": {"adapter": "envpool", "name": "CartPole-v1"}}
     bad_wrappers = {**base, "env": {**base["env"], "wrappers": [{"name": "gymnasium.wrappers.ClipReward"}]}}
     with pytest.raises(
@@ -108,6 +108,13 @@ def test_config_refuses_per_env_wrappers_and_sync_vectorization(tmp_path):
         ConfigError, match=r"env\.vectorization: 'sync' does not apply to the envpool adapter"
     ):
         resolve({**base, "env": {**base["env"], "vectorization": "sync"}})
+    videos = {**base, "training": {"evaluation_interval": 1, "evaluation_video_every": 1}}
+    with pytest.raises(
+        ConfigError, match=r"training\.evaluation_video_every: env adapter 'envpool' cannot record"
+    ):
+        resolve(videos)
+    vector_wrapper = [{"name": "gymnasium.wrappers.vector.NormalizeReward"}]
+    resolve({**base, "env": {**base["env"], "vectorization": "native", "wrappers_vector": vector_wrapper}})
 
 
 def test_vector_wrappers_apply_and_their_statistics_are_the_env_state():

@@ -1,46 +1,55 @@
-"""numpy: a backend with no framework (a backend plugin).
+"""numpy: a framework-free backend built on core's ``NoFrameworkBackend`` (a backend plugin).
 
-A backend owns a framework's threads, seeding and RNG state. This one owns only
-numpy's legacy global RNG (``np.random.seed`` / ``np.random.rand``): the smallest
-complete backend. (An algorithm whose policy is numpy needs no backend plugin: it
-lists the policy under ``"*"`` and rlgear's own ``NoFrameworkBackend`` stands in.)
+Most framework-free code needs no backend at all: a numpy policy listed under ``"*"`` runs
+with core's :class:`~rlgear.backend.NoFrameworkBackend`, which seeds numpy's legacy global
+RNG and saves it in checkpoints. Write a backend when the code your policies run keeps
+global state of its own that a run must set up, seed and checkpoint. Here that is Python's
+``random`` module, which pure-Python policies and helpers draw from: the backend adds it to
+what core's backend already does, the way a framework backend adds its framework's
+generator (``torch.manual_seed``, ``tf.random.set_seed``) and thread pools.
 
 Registered with ``rlgear.backends = numpy = my_numpy_backend:NumpyBackend``.
 """
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
-from rlgear.backend import Backend
+from rlgear.backend import NoFrameworkBackend
 
 
-class NumpyBackend(Backend):
-    framework = "numpy"
-    description = "no framework: numpy's global RNG only, for policies written in numpy"
+class NumpyBackend(NoFrameworkBackend):
+    """numpy's legacy global RNG (core's backend) plus Python's ``random`` module."""
+
+    description = "numpy and Python's random module: global RNGs seeded and checkpointed"
 
     def setup(self, num_threads: int, seed: int | None) -> None:
-        # numpy's BLAS threads are fixed when numpy is imported; nothing to set here.
+        super().setup(num_threads, seed)  # numpy's RNG; its BLAS threads are fixed at import
         if seed is not None:
-            np.random.seed(seed % 2**32)
+            random.seed(seed)
 
     def reseed(self, seed: int) -> None:
-        np.random.seed(int(seed) % 2**32)
+        super().reseed(seed)
+        random.seed(seed)
 
     def get_rng_state(self) -> dict[str, np.ndarray]:
-        _, keys, pos, has_gauss, cached_gaussian = np.random.get_state()
+        # Checkpoints store arrays only (safetensors, no pickle), so random.getstate()'s
+        # (version, Mersenne Twister words, cached gauss) tuple goes in as numbers.
+        version, words, gauss_next = random.getstate()
         return {
-            "numpy_keys": np.array(keys, dtype=np.uint32),
-            "numpy_pos": np.array([pos, has_gauss], dtype=np.int64),
-            "numpy_gauss": np.array([cached_gaussian], dtype=np.float64),
+            **super().get_rng_state(),
+            "random_version": np.array([version], dtype=np.int64),
+            "random_words": np.array(words, dtype=np.uint32),
+            # [has a cached normal, its value], as numpy's own "numpy_pos"/"numpy_gauss"
+            "random_gauss": np.array([gauss_next is not None, gauss_next or 0.0], dtype=np.float64),
         }
 
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
-        if "numpy_keys" in state:
-            pos, has_gauss = (int(v) for v in state["numpy_pos"])
-            np.random.set_state(
-                ("MT19937", state["numpy_keys"], pos, has_gauss, float(state["numpy_gauss"][0]))
-            )
-
-    def version(self) -> str:
-        return np.__version__
+        super().set_rng_state(state)
+        if "random_words" in state:  # absent from a checkpoint of core's own backend
+            version = int(state["random_version"][0])
+            words = tuple(int(w) for w in state["random_words"])
+            has_gauss, gauss = state["random_gauss"]
+            random.setstate((version, words, float(gauss) if has_gauss else None))

@@ -117,26 +117,14 @@ class EnvPoolAdapter(EnvAdapter):
     description = "envpool's C++ vector envs (pip install 'rlgear[envpool]'): classic control, Atari, MuJoCo"
     default_env = "CartPole-v1"
 
+    # A pool has no env objects to wrap or render: the base check_config refuses the rest.
+    applies_wrappers = ("wrappers_vector",)
+    vectorizations = ("auto", "native")
+    steps_envs = "steps all envs in one C++ pool"
+
     @classmethod
     def check_config(cls, config: Any) -> None:
-        """Per-env ``env.wrappers`` can't apply (a pool has no env objects); vector wrappers can."""
-        if config.env.wrappers:
-            raise config.fail(
-                "env.wrappers",
-                "the envpool adapter steps all envs in one C++ pool, so per-env gymnasium wrappers cannot "
-                "apply; use env.wrappers_vector, or the gymnasium adapter",
-            )
-        if config.env.vectorization in ("sync", "async"):
-            raise config.fail(
-                "env.vectorization",
-                f"'{config.env.vectorization}' does not apply to the envpool adapter (it steps all envs in "
-                "its own C++ threads); use auto or native",
-            )
-        if getattr(config.training, "evaluation_video_every", 0):
-            raise config.fail(
-                "training.evaluation_video_every",
-                "the envpool adapter cannot record videos (the gymnasium adapter can); set it to 0",
-            )
+        super().check_config(config)
         gymnasium_wrappers.check(config)
 
     def make(

@@ -303,10 +303,12 @@ class GymnasiumAdapter(EnvAdapter):
     description = "any gymnasium env (registered id or module:Class): native, sync or async vector envs"
     default_env = "CartPole-v1"  # what `rlgear plugins --check gymnasium` builds without --env-name
     records_video = True
+    applies_wrappers = ("wrappers", "wrappers_vector")
 
     @classmethod
     def check_config(cls, config: Any) -> None:
         """``env.wrappers`` and ``env.wrappers_vector``: importable, the right kind, kwargs that fit."""
+        super().check_config(config)
         gymnasium_wrappers.check(config)
 
     def make(

@@ -25,10 +25,10 @@ from rlgear.plugins.backends.tf import (
     ACTIVATIONS,
     ConvEncoder,
     Dense,
+    TargetModel,
     TFPolicy,
     build_model,
     conv_encoder,
-    named_variables,
     tf,
 )
 from rlgear.policy import epsilon_greedy_actions
@@ -160,11 +160,12 @@ def _huber(x: tf.Tensor, delta: float) -> tf.Tensor:
     return tf.where(abs_x < delta, 0.5 * x * x, delta * (abs_x - 0.5 * delta))
 
 
-class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
+class DQNTFPolicy(NoiseRngState, TargetNetworkState, TargetModel, TFPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
-    Beyond the TFPolicy contract it keeps a target network (updated by
-    :meth:`update_target`, saved in :meth:`get_state` under ``target/``) and,
+    Beyond the TFPolicy contract it keeps a target network (the backend's
+    :class:`TargetModel`: updated by :meth:`update_target`, saved in :meth:`get_state`
+    under ``target/``) and,
     after every :meth:`learn_on_batch`, the per-row TD errors in
     :attr:`td_errors` for prioritized replay.
     """
@@ -176,7 +177,6 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         if not isinstance(action_space, Discrete):
             raise TypeError(f"DQN needs discrete actions, got {action_space!r}")
-        self.target_model = None
         training = config.training
         self.num_atoms = int(training.num_atoms)
         self.atoms = atom_support(self.num_atoms, training.v_min, training.v_max)  # numpy, for acting
@@ -185,9 +185,7 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
         self.noise_rng = np.random.default_rng(None if config.seed is None else [config.seed, 0x4E])
         super().__init__(observation_space, action_space, config)  # builds make_model()'s Q-network
         # The target network starts as a copy of the online one (Mnih et al. 2015).
-        self.target_model = self.make_model()
-        self.target_variables = named_variables(self.target_model)
-        self.update_target(1.0)
+        self.make_target_model()
         self.acting_rng = np.random.default_rng(None if config.seed is None else config.seed + 1)
         #: |TD error| per row of the last learn_on_batch() batch, before that update.
         self.td_errors = np.zeros(0, dtype=np.float32)
@@ -362,25 +360,3 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TFPolicy):
             "mean_cross_entropy": tf.reduce_mean(cross_entropy),
             "td_errors": cross_entropy,  # Rainbow's priority
         }
-
-    # --- the target network ---------------------------------------------------------
-    def update_target(self, tau: float = 1.0) -> None:
-        """``target <- tau * online + (1 - tau) * target``; ``tau=1`` copies (exactly)."""
-        for (_, target), (_, online) in zip(self.target_variables, self.named_variables, strict=True):
-            if tau >= 1.0:
-                target.assign(online)
-            else:
-                target.assign(target + tau * (online - target))  # torch's lerp_
-
-    def get_target_weights(self) -> dict[str, np.ndarray]:
-        """The target network's weights, named and laid out like :meth:`get_weights`."""
-        return {name: var.numpy().copy() for name, var in self.target_variables}
-
-    def set_target_weights(self, weights: dict[str, np.ndarray]) -> None:
-        self.check_weights(weights)  # checks every weight before changing any
-        self.assign_weights(self.target_variables, weights)
-
-    # --- weights and state -------------------------------------------------------------
-    def check_target_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Raise, naming the weight, if ``weights`` do not fit the target network (changes nothing)."""
-        self.check_weights(weights)

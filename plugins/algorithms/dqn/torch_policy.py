@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
@@ -15,7 +14,7 @@ from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.execution.schedules import piecewise_linear
 from rlgear.execution.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.dqn.rainbow import NoiseRngState, atom_support, resample_noise, zero_noise
-from rlgear.plugins.backends.torch import ConvEncoder, TorchPolicy, build_model, conv_encoder
+from rlgear.plugins.backends.torch import ConvEncoder, TargetModel, TorchPolicy, build_model, conv_encoder
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
 from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
@@ -182,11 +181,12 @@ def project_onto_support(
     return (closeness * next_probs[:, None, :]).sum(dim=-1)
 
 
-class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TorchPolicy):
+class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
-    Beyond the TorchPolicy contract it keeps a target network (updated by
-    :meth:`update_target`, saved in :meth:`get_state` under ``target/``) and,
+    Beyond the TorchPolicy contract it keeps a target network (the backend's
+    :class:`TargetModel`: updated by :meth:`update_target`, saved in :meth:`get_state`
+    under ``target/``) and,
     after every :meth:`learn_on_batch`, the per-row TD errors in
     :attr:`td_errors` for prioritized replay.
     """
@@ -200,7 +200,7 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TorchPolicy):
         # (the numpy acting twin mirrors the actor-critic MLP only, so fast_actor is None here)
 
         # The target network starts as a copy of the online one (Mnih et al. 2015).
-        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.make_target_model()
         self.acting_rng = np.random.default_rng(None if config.seed is None else config.seed + 1)
         training = config.training
         self.num_atoms = int(training.num_atoms)
@@ -384,32 +384,3 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TorchPolicy):
             "mean_target_q": (target_probs @ self.support).mean(),
             "mean_cross_entropy": cross_entropy.mean(),
         }
-
-    # --- the target network ---------------------------------------------------------
-    def update_target(self, tau: float = 1.0) -> None:
-        """``target <- tau * online + (1 - tau) * target``; ``tau=1`` copies (exactly)."""
-        with torch.no_grad():
-            for target, online in zip(self.target_model.parameters(), self.model.parameters(), strict=True):
-                if tau >= 1.0:
-                    target.copy_(online)
-                else:
-                    target.lerp_(online, tau)
-
-    def get_target_weights(self) -> dict[str, np.ndarray]:
-        """The target network's weights, named and laid out like :meth:`get_weights`."""
-        out = {}
-        for name, param in self.target_model.named_parameters():
-            value = self.to_neutral_layout(name, param.detach().numpy())
-            out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
-        return out
-
-    def set_target_weights(self, weights: dict[str, np.ndarray]) -> None:
-        converted = self._torch_layout(weights)  # checks every weight before changing any
-        with torch.no_grad():
-            for name, param in self.target_model.named_parameters():
-                param.copy_(torch.from_numpy(np.ascontiguousarray(converted[name], dtype=np.float32)))
-
-    # --- weights and state -------------------------------------------------------------
-    def check_target_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Raise, naming the weight, if ``weights`` do not fit the target network (changes nothing)."""
-        self._torch_layout(weights)

@@ -1,9 +1,10 @@
 """A whole-model target network for a torch policy: a frozen copy of ``self.model``.
 
-APPO takes its importance ratios against it. A policy mixes :class:`TargetModel` in
-before its base class (after :class:`rlgear.execution.target_network.TargetNetworkState`,
-which saves the copy in checkpoints under ``target/``) and calls
-:meth:`TargetModel.make_target_model` once its model exists. The TF backend's
+APPO takes its importance ratios against it; DQN (with Rainbow and Ape-X) bootstraps its
+TD targets from it. A policy mixes :class:`TargetModel` in before its base class (after
+:class:`rlgear.execution.target_network.TargetNetworkState`, which saves the copy in
+checkpoints under ``target/``) and calls :meth:`TargetModel.make_target_model` once its
+model exists. The TF backend's
 ``TargetModel`` has the same methods, and both name and lay out the target weights as
 ``get_weights`` does, so a checkpoint's target network moves between backends.
 """
