@@ -12,6 +12,10 @@ alternates per seed, so drifting machine load hits both alike):
   ``MinAtarCNN`` below as features extractor (conv + linear 128) and ``net_arch=[]``.
 * PPO: 8 envs x 128 steps, 4 epochs of 256-row minibatches, lr 1e-3, gamma 0.99,
   GAE 0.95, clip 0.2, entropy 0.01, value 0.5, gradient clip 0.5, advantages normalised.
+  The value term is the same in both losses: SB3's is ``vf_coef * mean((V - R)^2)``, rlgear's
+  ``vf_loss_coeff * 0.5 * mean((V - R)^2)`` (the PPO paper's, as RLlib), so rlgear runs with
+  ``training.vf_loss_coeff=1.0`` (``VF_LOSS_COEFF``) for SB3's ``vf_coef=0.5``; the config
+  file's 0.5 would weigh the value loss half as much as SB3 does.
 * score: the mean return of the last 100 training episodes at the end of the budget
   (rlgear's ``episode_return_mean``, SB3's ``ep_info_buffer``); wall clock from
   process launch to the end of training (imports included).
@@ -51,6 +55,8 @@ PPO = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
 }
+#: rlgear's value loss is 0.5 * MSE, SB3's the plain MSE: twice the coefficient is the same loss.
+VF_LOSS_COEFF = 2 * PPO["vf_coef"]
 
 
 # ----------------------------------------------------------------------------- the children
@@ -64,6 +70,7 @@ def run_rlgear(seed: int, budget: int) -> dict:
         overrides=[
             f"seed={seed}",
             f"stop={{timesteps_total: {budget}}}",
+            f"training.vf_loss_coeff={VF_LOSS_COEFF}",
             "logging.dir=/tmp/rlgear-bench-vision",
             "logging.tensorboard=false",
             "logging.progress=none",
@@ -182,6 +189,7 @@ def main() -> None:
         "command": f"python bench/vision.py --budget {args.budget} --seeds {' '.join(map(str, args.seeds))}",
         "budget_env_steps": args.budget,
         "ppo": PPO,
+        "rlgear_vf_loss_coeff": VF_LOSS_COEFF,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "runs": runs,
         "summary": summary,
