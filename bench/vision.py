@@ -18,7 +18,9 @@ alternates per seed, so drifting machine load hits both alike):
   file's 0.5 would weigh the value loss half as much as SB3 does.
 * score: the mean return of the last 100 training episodes at the end of the budget
   (rlgear's ``episode_return_mean``, SB3's ``ep_info_buffer``); wall clock from
-  process launch to the end of training (imports included).
+  process launch to the end of training (imports included), and the child's CPU time
+  (user + system, from ``getrusage``) over the same span: on a machine shared with other
+  jobs the wall clock of one run moved by 3x between runs, its CPU time far less.
 
 Writes ``bench/results/vision.json``.
 
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -147,13 +150,16 @@ def launch(lib: str, seed: int, budget: int) -> dict:
         "MKL_NUM_THREADS": "1",
     }
     args = [sys.executable, __file__, "--child", lib, "--seed", str(seed), "--budget", str(budget)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the children run one at a time
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{lib} seed {seed} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return {**json.loads(lines[-1].removeprefix("RESULT ")), "wall_s": wall}
+    return {**json.loads(lines[-1].removeprefix("RESULT ")), "wall_s": wall, "cpu_s": cpu}
 
 
 def main() -> None:
@@ -168,6 +174,7 @@ def main() -> None:
         print("RESULT " + json.dumps(out), flush=True)
         return
 
+    load_before = os.getloadavg()[0]
     runs = []
     for seed in args.seeds:
         order = ["rlgear", "sb3"] if seed % 2 == 0 else ["sb3", "rlgear"]
@@ -181,9 +188,11 @@ def main() -> None:
         summary[lib] = {
             "final_return_mean": sum(r["final_return"] for r in mine) / len(mine),
             "wall_s_mean": sum(r["wall_s"] for r in mine) / len(mine),
+            "cpu_s_mean": sum(r["cpu_s"] for r in mine) / len(mine),
         }
     summary["return_ratio"] = summary["rlgear"]["final_return_mean"] / summary["sb3"]["final_return_mean"]
     summary["wall_clock_ratio"] = summary["rlgear"]["wall_s_mean"] / summary["sb3"]["wall_s_mean"]
+    summary["cpu_time_ratio"] = summary["rlgear"]["cpu_s_mean"] / summary["sb3"]["cpu_s_mean"]
     report = {
         "benchmark": "conv PPO on MinAtar/Breakout-v1, rlgear vs SB3 CnnPolicy (same net and hyperparameters)",
         "command": f"python bench/vision.py --budget {args.budget} --seeds {' '.join(map(str, args.seeds))}",
@@ -191,6 +200,7 @@ def main() -> None:
         "ppo": PPO,
         "rlgear_vf_loss_coeff": VF_LOSS_COEFF,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
         "runs": runs,
         "summary": summary,
     }
