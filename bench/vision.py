@@ -12,9 +12,15 @@ alternates per seed, so drifting machine load hits both alike):
   ``MinAtarCNN`` below as features extractor (conv + linear 128) and ``net_arch=[]``.
 * PPO: 8 envs x 128 steps, 4 epochs of 256-row minibatches, lr 1e-3, gamma 0.99,
   GAE 0.95, clip 0.2, entropy 0.01, value 0.5, gradient clip 0.5, advantages normalised.
+  The value term is the same in both losses: SB3's is ``vf_coef * mean((V - R)^2)``, rlgear's
+  ``vf_loss_coeff * 0.5 * mean((V - R)^2)`` (the PPO paper's, as RLlib), so rlgear runs with
+  ``training.vf_loss_coeff=1.0`` (``VF_LOSS_COEFF``) for SB3's ``vf_coef=0.5``; the config
+  file's 0.5 would weigh the value loss half as much as SB3 does.
 * score: the mean return of the last 100 training episodes at the end of the budget
   (rlgear's ``episode_return_mean``, SB3's ``ep_info_buffer``); wall clock from
-  process launch to the end of training (imports included).
+  process launch to the end of training (imports included), and the child's CPU time
+  (user + system, from ``getrusage``) over the same span: on a machine shared with other
+  jobs the wall clock of one run moved by 3x between runs, its CPU time far less.
 
 Writes ``bench/results/vision.json``.
 
@@ -28,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -51,6 +58,8 @@ PPO = {
     "vf_coef": 0.5,
     "max_grad_norm": 0.5,
 }
+#: rlgear's value loss is 0.5 * MSE, SB3's the plain MSE: twice the coefficient is the same loss.
+VF_LOSS_COEFF = 2 * PPO["vf_coef"]
 
 
 # ----------------------------------------------------------------------------- the children
@@ -64,6 +73,7 @@ def run_rlgear(seed: int, budget: int) -> dict:
         overrides=[
             f"seed={seed}",
             f"stop={{timesteps_total: {budget}}}",
+            f"training.vf_loss_coeff={VF_LOSS_COEFF}",
             "logging.dir=/tmp/rlgear-bench-vision",
             "logging.tensorboard=false",
             "logging.progress=none",
@@ -140,13 +150,16 @@ def launch(lib: str, seed: int, budget: int) -> dict:
         "MKL_NUM_THREADS": "1",
     }
     args = [sys.executable, __file__, "--child", lib, "--seed", str(seed), "--budget", str(budget)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the children run one at a time
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{lib} seed {seed} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return {**json.loads(lines[-1].removeprefix("RESULT ")), "wall_s": wall}
+    return {**json.loads(lines[-1].removeprefix("RESULT ")), "wall_s": wall, "cpu_s": cpu}
 
 
 def main() -> None:
@@ -161,6 +174,7 @@ def main() -> None:
         print("RESULT " + json.dumps(out), flush=True)
         return
 
+    load_before = os.getloadavg()[0]
     runs = []
     for seed in args.seeds:
         order = ["rlgear", "sb3"] if seed % 2 == 0 else ["sb3", "rlgear"]
@@ -174,15 +188,19 @@ def main() -> None:
         summary[lib] = {
             "final_return_mean": sum(r["final_return"] for r in mine) / len(mine),
             "wall_s_mean": sum(r["wall_s"] for r in mine) / len(mine),
+            "cpu_s_mean": sum(r["cpu_s"] for r in mine) / len(mine),
         }
     summary["return_ratio"] = summary["rlgear"]["final_return_mean"] / summary["sb3"]["final_return_mean"]
     summary["wall_clock_ratio"] = summary["rlgear"]["wall_s_mean"] / summary["sb3"]["wall_s_mean"]
+    summary["cpu_time_ratio"] = summary["rlgear"]["cpu_s_mean"] / summary["sb3"]["cpu_s_mean"]
     report = {
         "benchmark": "conv PPO on MinAtar/Breakout-v1, rlgear vs SB3 CnnPolicy (same net and hyperparameters)",
         "command": f"python bench/vision.py --budget {args.budget} --seeds {' '.join(map(str, args.seeds))}",
         "budget_env_steps": args.budget,
         "ppo": PPO,
+        "rlgear_vf_loss_coeff": VF_LOSS_COEFF,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
         "runs": runs,
         "summary": summary,
     }

@@ -25,7 +25,8 @@ def _needs_minatar():
 
 @pytest.mark.slow
 def test_ppo_conv_net_beats_random_play_on_minatar_breakout_within_150k_env_steps():
-    # Seed 0 stops at 4.0 within 150k env steps (6.7 at 500k, bench/results/vision.json); it acts
+    # Seed 0 stops at 4.0 within 150k env steps (6.7 at 500k in an earlier bench/vision.py run of
+    # this config; the bench now runs vf_loss_coeff 1.0, SB3's value-loss weight: 8.34); it acts
     # through the numpy twin, whose sampling draws differ from torch's (5.9 at 150k and 8.2 at 500k
     # when it acted in torch). About 80 s on a loaded machine.
     result = train_until_stop(

@@ -133,6 +133,35 @@ def test_the_fused_torch_lstm_equals_the_written_out_cell():
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
+def test_the_fused_tf_lstm_equals_the_written_out_cell_in_outputs_and_gradients():
+    """TF learns through ``BlockLSTM`` (gates permuted to its i, c, f, o order, no forget bias, no cell
+    clipping); the written-out loop (the path with resets, all False here) is the cell as documented.
+    A cell state of about 10 would be clipped at BlockLSTM's default ``cell_clip`` of 3."""
+    tf = pytest.importorskip("tensorflow")
+    from rlgear.plugins.backends.tf.recurrent import LSTMLayer
+
+    rng = np.random.default_rng(0)
+    layer = LSTMLayer(5, 6, rng)
+    layer.bias.assign(rng.normal(size=24).astype(np.float32))
+    x = tf.constant(rng.normal(size=(4, 7, 5)).astype(np.float32))
+    h, c = (tf.constant(rng.normal(size=(4, 6)).astype(np.float32) * s) for s in (1.0, 10.0))
+    weights = rng.normal(size=(4, 7, 6)).astype(np.float32)  # a loss that weighs every output differently
+
+    def outputs_and_gradients(resets):
+        with tf.GradientTape() as tape:
+            tape.watch([x, h, c])
+            outputs, (h1, c1) = layer(x, (h, c), resets)
+            loss = tf.reduce_sum(outputs * weights) + tf.reduce_sum(h1) + 0.5 * tf.reduce_sum(c1)
+        grads = tape.gradient(loss, [layer.kernel, layer.recurrent_kernel, layer.bias, x, h, c])
+        return [t.numpy() for t in (outputs, h1, c1, *grads)]
+
+    fused = outputs_and_gradients(None)
+    looped = outputs_and_gradients(tf.zeros((4, 7), tf.bool))
+    assert np.abs(fused[2]).max() > 3.0  # the final cell state is beyond the default clip
+    for a, b in zip(fused, looped, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+
+
 # --- the evaluator carries the state ------------------------------------------------------------------------
 def test_evaluator_stores_each_rows_state_in_resets_it_at_first_and_keeps_it_across_fragments(tmp_path):
     from rlgear.discovery import registry

@@ -4,8 +4,9 @@ Why: a conv policy acting for 8 envs runs one small convolution per layer on a
 handful of frames, where the framework's per-op dispatch costs more than the
 arithmetic (the same reason the MLP has a numpy twin, see
 :mod:`rlgear.execution.inference`). In numpy each layer is an im2col copy, one
-matmul, a bias add and a ReLU, into buffers allocated once per batch size, with
-the window views over them built once too.
+matmul (the bias rides in it: each patch row ends in a 1, each kernel in a bias row) and a
+ReLU, into buffers allocated once per batch size, with the window views over them built once
+too.
 
 The math is the backends' (see :mod:`rlgear.config.conv`): observations flat
 ``[B, H * W * C]`` in HWC order, scaled (1/255 for uint8, folded into the first
@@ -25,11 +26,13 @@ from rlgear.config.conv import ConvSpec
 class _LayerBuffers:
     """One layer's buffers for a batch size: its input image, its patch matrix and its output.
 
-    ``patches`` is ``[B * H' * W', kh * kw * C]``; ``patch_grid`` is the same memory seen as
-    ``[B, H', W', kh, kw, C]``, and ``windows`` the strided view of ``image`` in that layout, copied
-    into it on every call. Channels last in the patch (the neutral kernel's row order) keep each
-    window row ``kw * C`` contiguous floats in both arrays, so the copy runs in long strides: with
-    channels first (``sliding_window_view``'s own order) it cost several times more.
+    ``patches`` is ``[B * H' * W', kh * kw * C + 1]``, its last column ones (for the kernel's bias
+    row: a separate bias add cost as much as the matmul at 8 frames); ``patch_grid`` is the memory
+    of its other columns seen as ``[B, H', W', kh, kw, C]``, and ``windows`` the strided view of
+    ``image`` in that layout, copied into it on every call. Channels last in the patch (the neutral
+    kernel's row order) keep each window row ``kw * C`` contiguous floats in both arrays, so the copy
+    runs in long strides: with channels first (``sliding_window_view``'s own order) it cost several
+    times more.
     """
 
     def __init__(self, batch: int, in_shape: tuple[int, int, int], kernel: int, stride: int, out: int):
@@ -38,8 +41,8 @@ class _LayerBuffers:
         self.image = np.zeros((batch, height, width, channels), np.float32)
         windows = sliding_window_view(self.image, (kernel, kernel), axis=(1, 2))  # [B, h, w, C, kh, kw]
         self.windows = windows[:, ::stride, ::stride][:, :out_h, :out_w].transpose(0, 1, 2, 4, 5, 3)
-        self.patches = np.zeros((batch * out_h * out_w, kernel * kernel * channels), np.float32)
-        self.patch_grid = self.patches.reshape(batch, out_h, out_w, kernel, kernel, channels)
+        self.patches = np.ones((batch * out_h * out_w, kernel * kernel * channels + 1), np.float32)
+        self.patch_grid = self.patches[:, :-1].reshape(batch, out_h, out_w, kernel, kernel, channels)
         self.output = np.zeros((batch * out_h * out_w, out), np.float32)
         self.out_shape = (batch, out_h, out_w, out)
 
@@ -49,13 +52,13 @@ class NumpyConvTrunk:
 
     def __init__(self, spec: ConvSpec):
         self.spec = spec
-        self._kernels: list[np.ndarray] = []  # [kh * kw * C, out], the neutral kernel's rows
-        self._biases: list[np.ndarray] = []
+        # per layer [kh * kw * C + 1, out]: the neutral kernel's rows, then the bias
+        self._kernels: list[np.ndarray] = []
         self._buffers: list[_LayerBuffers] = []
 
     def load(self, weights: dict[str, np.ndarray], scope: str = "shared") -> None:
         """Take ``{scope}/conv_<i>/{kernel,bias}``; the input scale is folded into the first kernel."""
-        self._kernels, self._biases = [], []
+        self._kernels = []
         for i, layer in enumerate(self.spec.layers):
             kernel = np.asarray(weights[f"{scope}/conv_{i}/kernel"], dtype=np.float32)
             expected = (layer.kernel, layer.kernel, layer.in_channels, layer.out_channels)
@@ -63,8 +66,9 @@ class NumpyConvTrunk:
                 raise ValueError(f"{scope}/conv_{i}/kernel: expected shape {expected}, got {kernel.shape}")
             if i == 0 and self.spec.scale != 1.0:
                 kernel = kernel * np.float32(self.spec.scale)
-            self._kernels.append(np.ascontiguousarray(kernel.reshape(-1, layer.out_channels)))
-            self._biases.append(np.asarray(weights[f"{scope}/conv_{i}/bias"], dtype=np.float32))
+            bias = np.asarray(weights[f"{scope}/conv_{i}/bias"], dtype=np.float32)
+            rows = np.vstack([kernel.reshape(-1, layer.out_channels), bias[None, :]])
+            self._kernels.append(np.ascontiguousarray(rows, dtype=np.float32))
 
     def _buffers_for(self, batch: int) -> list[_LayerBuffers]:
         if not self._buffers or self._buffers[0].image.shape[0] != batch:
@@ -91,10 +95,9 @@ class NumpyConvTrunk:
         else:
             buffers[0].image.reshape(obs.shape[0], -1)[...] = obs
         last = len(buffers) - 1
-        for i, (buffer, kernel, bias) in enumerate(zip(buffers, self._kernels, self._biases, strict=True)):
+        for i, (buffer, kernel) in enumerate(zip(buffers, self._kernels, strict=True)):
             np.copyto(buffer.patch_grid, buffer.windows)
             y = np.matmul(buffer.patches, kernel, out=buffer.output)
-            y += bias
             if i == last:
                 np.maximum(y.reshape(features.shape), 0, out=features)
             else:
