@@ -334,7 +334,17 @@ def summarize_results(results: dict) -> dict:
         if len(per_library) == 2:
             ours, theirs = per_library["rlgear"], per_library["sb3"]
             interval = theirs["final_return_95"]
+            # Per seed, the two libraries ran one after the other: their ratio feels less of the
+            # machine's load drift than a ratio of medians over runs hours apart.
+            pairs = paired_runs(results["runs"], algorithm)
             per_library["rlgear_vs_sb3"] = {
+                "paired_seeds": [seed for seed, _, _ in pairs],
+                "median_paired_steps_per_s_ratio": median(
+                    [a["steps_per_s"] / b["steps_per_s"] for _, a, b in pairs]
+                ),
+                "median_paired_solved_s_ratio": median(
+                    [a["solved_s"] / b["solved_s"] for _, a, b in pairs if a["solved_s"] and b["solved_s"]]
+                ),
                 "solved_s_ratio": (
                     ours["median_solved_s"] / theirs["median_solved_s"]
                     if ours["median_solved_s"] and theirs["median_solved_s"]
@@ -350,12 +360,21 @@ def summarize_results(results: dict) -> dict:
     return summary
 
 
+def paired_runs(runs: list[dict], algorithm: str) -> list[tuple[int, dict, dict]]:
+    """``(seed, rlgear run, SB3 run)`` for each seed both libraries finished."""
+    by_seed: dict[int, dict[str, dict]] = {}
+    for run in runs:
+        if run["algorithm"] == algorithm:
+            by_seed.setdefault(run["seed"], {})[run["library"]] = run
+    return [(seed, r["rlgear"], r["sb3"]) for seed, r in sorted(by_seed.items()) if len(r) == 2]
+
+
 def summary_table(summary: dict) -> str:
     """The summary as the markdown table of docs/offpolicy.md."""
     lines = [
         "| algorithm | library | seeds | final return at budget: mean [95% CI] | seeds reaching -200 "
-        "| median time to -200 | median env steps/s |",
-        "|---|---|---|---|---|---|---|",
+        "| median time to -200 | median env steps to -200 | median env steps/s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for algorithm, per_library in summary.items():
         for library in ("rlgear", "sb3"):
@@ -364,20 +383,25 @@ def summary_table(summary: dict) -> str:
                 continue
             interval = entry["final_return_95"]
             ci = "" if interval is None else f" [{interval[0]:.0f}, {interval[1]:.0f}]"
-            solved = entry["median_solved_s"]
+            solved, solved_steps = entry["median_solved_s"], entry["median_solved_env_steps"]
             lines.append(
                 f"| {algorithm} | {library} | {len(entry['seeds'])} | {entry['final_return_mean']:.0f}{ci} "
                 f"| {entry['solved_seeds']}/{len(entry['seeds'])} "
-                f"| {'-' if solved is None else f'{solved:.0f} s'} | {entry['median_steps_per_s']:.1f} |"
+                f"| {'-' if solved is None else f'{solved:.0f} s'} "
+                f"| {'-' if solved_steps is None else f'{solved_steps:.0f}'} "
+                f"| {entry['median_steps_per_s']:.1f} |"
             )
     for algorithm, per_library in summary.items():
         ratios = per_library.get("rlgear_vs_sb3")
         if ratios:
-            solved = ratios["solved_s_ratio"]
+            solved, paired = ratios["solved_s_ratio"], ratios["median_paired_solved_s_ratio"]
             lines.append(
                 f"\n{algorithm}: rlgear/SB3 median time to -200 "
                 f"{'-' if solved is None else f'{solved:.2f}x'}, env steps/s "
-                f"{ratios['steps_per_s_ratio']:.2f}x, final return {ratios['final_return_difference']:+.0f}"
+                f"{ratios['steps_per_s_ratio']:.2f}x, final return {ratios['final_return_difference']:+.0f}; "
+                f"paired per seed ({', '.join(map(str, ratios['paired_seeds']))}), medians: time to -200 "
+                f"{'-' if paired is None else f'{paired:.2f}x'}, env steps/s "
+                f"{ratios['median_paired_steps_per_s_ratio']:.2f}x"
             )
     return "\n".join(lines)
 
