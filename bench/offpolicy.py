@@ -20,9 +20,13 @@ Two measurements:
    modules, three ``torch.optim.Adam``, CleanRL's structure), same process, one thread, interleaved
    in 10 rounds (medians; the ratio is the median of the per-round ratios).
 
-Writes ``bench/results/offpolicy.json``.
+Writes ``bench/results/offpolicy.json`` (after every run, so a stopped run keeps what it measured).
+``--summarize`` reads it and adds ``summary``: per algorithm and library, the mean final return
+with its 95% t-interval over the seeds, the median wall clock to the first evaluation >= -200 (and
+how many seeds got there), and rlgear's ratios to SB3; it prints them as a markdown table.
 
 Usage: python bench/offpolicy.py [--budget 20000] [--seeds 0 1] [--algorithms sac td3] [--skip-solve]
+       python bench/offpolicy.py --summarize
 Needs: pip install -e ".[torch,bench]"
 """
 
@@ -285,12 +289,132 @@ def summarize(curve: list) -> dict:
     }
 
 
+def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: Student's t-interval for the mean of ``values`` (at least two)."""
+    from scipy import stats  # rliable's requirement: in the bench extra
+
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return None
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def summarize_results(results: dict) -> dict:
+    """Per algorithm and library: final return (mean, 95% t-interval), median time to solve, ratios."""
+    summary: dict = {}
+    for algorithm in sorted({run["algorithm"] for run in results["runs"]}):
+        per_library = {}
+        for library in ("rlgear", "sb3"):
+            runs = [r for r in results["runs"] if r["algorithm"] == algorithm and r["library"] == library]
+            if not runs:
+                continue
+            finals = [r["final_return"] for r in runs]
+            solved = [r["solved_s"] for r in runs if r["solved_s"] is not None]
+            entry = {
+                "seeds": sorted(r["seed"] for r in runs),
+                "final_return_mean": sum(finals) / len(finals),
+                "final_return_95": list(t_interval(finals)[1:]) if len(finals) > 1 else None,
+                "solved_seeds": len(solved),
+                "median_solved_s": median(solved),
+                "median_solved_env_steps": median(
+                    [r["solved_env_steps"] for r in runs if r["solved_env_steps"] is not None]
+                ),
+                "median_steps_per_s": median([r["steps_per_s"] for r in runs]),
+            }
+            per_library[library] = entry
+        if len(per_library) == 2:
+            ours, theirs = per_library["rlgear"], per_library["sb3"]
+            interval = theirs["final_return_95"]
+            # Per seed, the two libraries ran one after the other: their ratio feels less of the
+            # machine's load drift than a ratio of medians over runs hours apart.
+            pairs = paired_runs(results["runs"], algorithm)
+            per_library["rlgear_vs_sb3"] = {
+                "paired_seeds": [seed for seed, _, _ in pairs],
+                "median_paired_steps_per_s_ratio": median(
+                    [a["steps_per_s"] / b["steps_per_s"] for _, a, b in pairs]
+                ),
+                "median_paired_solved_s_ratio": median(
+                    [a["solved_s"] / b["solved_s"] for _, a, b in pairs if a["solved_s"] and b["solved_s"]]
+                ),
+                "solved_s_ratio": (
+                    ours["median_solved_s"] / theirs["median_solved_s"]
+                    if ours["median_solved_s"] and theirs["median_solved_s"]
+                    else None
+                ),
+                "steps_per_s_ratio": ours["median_steps_per_s"] / theirs["median_steps_per_s"],
+                "final_return_difference": ours["final_return_mean"] - theirs["final_return_mean"],
+                "final_return_within_or_above_sb3_interval": (
+                    None if interval is None else ours["final_return_mean"] >= interval[0]
+                ),
+            }
+        summary[algorithm] = per_library
+    return summary
+
+
+def paired_runs(runs: list[dict], algorithm: str) -> list[tuple[int, dict, dict]]:
+    """``(seed, rlgear run, SB3 run)`` for each seed both libraries finished."""
+    by_seed: dict[int, dict[str, dict]] = {}
+    for run in runs:
+        if run["algorithm"] == algorithm:
+            by_seed.setdefault(run["seed"], {})[run["library"]] = run
+    return [(seed, r["rlgear"], r["sb3"]) for seed, r in sorted(by_seed.items()) if len(r) == 2]
+
+
+def summary_table(summary: dict) -> str:
+    """The summary as the markdown table of docs/offpolicy.md."""
+    lines = [
+        "| algorithm | library | seeds | final return at budget: mean [95% CI] | seeds reaching -200 "
+        "| median time to -200 | median env steps to -200 | median env steps/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for algorithm, per_library in summary.items():
+        for library in ("rlgear", "sb3"):
+            entry = per_library.get(library)
+            if entry is None:
+                continue
+            interval = entry["final_return_95"]
+            ci = "" if interval is None else f" [{interval[0]:.0f}, {interval[1]:.0f}]"
+            solved, solved_steps = entry["median_solved_s"], entry["median_solved_env_steps"]
+            lines.append(
+                f"| {algorithm} | {library} | {len(entry['seeds'])} | {entry['final_return_mean']:.0f}{ci} "
+                f"| {entry['solved_seeds']}/{len(entry['seeds'])} "
+                f"| {'-' if solved is None else f'{solved:.0f} s'} "
+                f"| {'-' if solved_steps is None else f'{solved_steps:.0f}'} "
+                f"| {entry['median_steps_per_s']:.1f} |"
+            )
+    for algorithm, per_library in summary.items():
+        ratios = per_library.get("rlgear_vs_sb3")
+        if ratios:
+            solved, paired = ratios["solved_s_ratio"], ratios["median_paired_solved_s_ratio"]
+            lines.append(
+                f"\n{algorithm}: rlgear/SB3 median time to -200 "
+                f"{'-' if solved is None else f'{solved:.2f}x'}, env steps/s "
+                f"{ratios['steps_per_s_ratio']:.2f}x, final return {ratios['final_return_difference']:+.0f}; "
+                f"paired per seed ({', '.join(map(str, ratios['paired_seeds']))}), medians: time to -200 "
+                f"{'-' if paired is None else f'{paired:.2f}x'}, env steps/s "
+                f"{ratios['median_paired_steps_per_s_ratio']:.2f}x"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--algorithms", nargs="+", default=["sac", "td3"])
     parser.add_argument("--skip-solve", action="store_true")
+    parser.add_argument(
+        "--summarize", action="store_true", help="add the summary to the result file and print it"
+    )
     parser.add_argument("--child", choices=["rlgear", "sb3"])
     parser.add_argument("--algorithm")
     parser.add_argument("--seed", type=int)
@@ -299,10 +423,17 @@ def main() -> None:
         args.library = args.child
         child(args)
         return
+    if args.summarize:
+        results = json.loads(RESULT_FILE.read_text())
+        results["summary"] = summarize_results(results)
+        write(results)
+        print(summary_table(results["summary"]))
+        return
     results: dict = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "budget": args.budget,
         "runs": [],
+        "started": _clock_and_load(),
     }
     results["learner"] = learner_speed()
     print(json.dumps(results["learner"], indent=1), flush=True)
@@ -316,7 +447,14 @@ def main() -> None:
                     results["runs"].append(run)
                     print(json.dumps(run), flush=True)
                     write(results)  # after every run: a long run stopped early keeps what it measured
+    results["finished"] = _clock_and_load()
     write(results)
+
+
+def _clock_and_load() -> str:
+    """UTC time and the 1/5/15-minute load averages: other jobs share the machine, which the figures feel."""
+    loads = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load average {loads}"
 
 
 def write(results: dict) -> None:

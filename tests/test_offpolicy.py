@@ -16,6 +16,7 @@ from rlgear.discovery import registry  # noqa: E402
 from rlgear.errors import ConfigError, UnsupportedError  # noqa: E402
 from rlgear.plugins.backends.torch.offpolicy import StackedMLP  # noqa: E402
 from rlgear.policy import PolicyState  # noqa: E402
+from rlgear.run import checkpoint as ckpt  # noqa: E402
 from rlgear.spaces import Box  # noqa: E402
 from rlgear.timestep import StepType, TimeStep  # noqa: E402
 
@@ -289,6 +290,57 @@ def test_checkpoint_round_trip_restores_weights_targets_optimizer_and_replay(
     restored.policy.learn_on_batch(restored_minibatch)
     for name, value in trainer.policy.get_weights().items():
         np.testing.assert_allclose(restored.policy.get_weights()[name], value, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["torch", "tf"])
+def test_ornstein_uhlenbeck_state_and_acting_generator_are_checkpointed_exactly(
+    make_trainer, tmp_path, backend
+):
+    if backend == "tf":
+        pytest.importorskip("tensorflow")
+    raw = raw_config(
+        tmp_path,
+        "ddpg",
+        {"exploration_noise": "ornstein_uhlenbeck", "exploration_noise_scale": 0.3},
+        backend=backend,
+    )
+    trainer = make_trainer(raw)
+    for _ in range(4):
+        trainer.train()
+    ou_state = trainer.policy.ou_state.copy()
+    assert ou_state.shape == (2, 1) and (ou_state != 0).all()  # one OU process per env slot, under way
+    path = trainer.save()
+    arrays, _, _, _ = ckpt.read(path)
+    np.testing.assert_array_equal(arrays["policy/default/exploration/ou_state"], ou_state)  # safetensors
+    restored = make_trainer(raw)
+    assert restored.policy.ou_state.size == 0
+    restored.restore(path)
+    np.testing.assert_array_equal(restored.policy.ou_state, ou_state)
+    # Mid-episode, the restored policy draws what the uninterrupted one draws next: the same weights,
+    # OU state and acting generator. (The restored trainer's own envs restart their episodes, so its
+    # OU processes restart from 0 at their FIRST step, as at any episode start.)
+    obs = observations(2)
+    for _ in range(3):
+        expected, _, _ = trainer.policy.compute_actions(timestep_of(obs))
+        actual, _, _ = restored.policy.compute_actions(timestep_of(obs))
+        np.testing.assert_array_equal(actual, expected)
+    np.testing.assert_array_equal(restored.policy.ou_state, trainer.policy.ou_state)
+
+
+def test_a_checkpointed_ou_state_of_the_wrong_width_is_refused_before_anything_changes(tmp_path):
+    policy = make_policy(tmp_path, "ddpg", exploration_noise="ornstein_uhlenbeck")
+    state = policy.get_state()
+    assert state.arrays["exploration/ou_state"].shape == (0, 2)
+    state.arrays["exploration/ou_state"] = np.ones((2, 3), np.float32)
+    weights = {k: v + 1.0 for k, v in policy.get_weights().items()}
+    state.arrays.update({f"weights/{k}": v for k, v in weights.items()})
+    before = policy.get_weights()
+    with pytest.raises(
+        ValueError, match=r"exploration/ou_state has shape \(2, 3\), expected \[env slots, 2\]"
+    ):
+        policy.set_state(state)
+    for name, value in before.items():
+        np.testing.assert_array_equal(policy.get_weights()[name], value, err_msg=name)
 
 
 def test_policy_state_holds_the_targets_and_moves_to_a_policy_built_with_another_seed(tmp_path):
