@@ -26,6 +26,7 @@ with its 95% t-interval over the seeds, the median wall clock to the first evalu
 how many seeds got there), and rlgear's ratios to SB3; it prints them as a markdown table.
 
 Usage: python bench/offpolicy.py [--budget 20000] [--seeds 0 1] [--algorithms sac td3] [--skip-solve]
+       python bench/offpolicy.py --seeds 3 4 --append   (more seeds into the existing result file)
        python bench/offpolicy.py --summarize
 Needs: pip install -e ".[torch,bench]"
 """
@@ -415,6 +416,11 @@ def main() -> None:
     parser.add_argument(
         "--summarize", action="store_true", help="add the summary to the result file and print it"
     )
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add these seeds' runs to the existing result file (its learner figures are kept)",
+    )
     parser.add_argument("--child", choices=["rlgear", "sb3"])
     parser.add_argument("--algorithm")
     parser.add_argument("--seed", type=int)
@@ -429,18 +435,25 @@ def main() -> None:
         write(results)
         print(summary_table(results["summary"]))
         return
-    results: dict = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "budget": args.budget,
-        "runs": [],
-        "started": _clock_and_load(),
-    }
-    results["learner"] = learner_speed()
-    print(json.dumps(results["learner"], indent=1), flush=True)
+    if args.append:  # more seeds for an earlier run: same budget, its runs and learner figures kept
+        results = json.loads(RESULT_FILE.read_text())
+        if results["budget"] != args.budget:
+            raise SystemExit(f"{RESULT_FILE}: budget {results['budget']}, not {args.budget}: no --append")
+        results.pop("summary", None)  # stale once runs are added: --summarize again
+        results.setdefault("appended", []).append(f"seeds {args.seeds}: {_clock_and_load()}")
+    else:
+        results = {
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "budget": args.budget,
+            "runs": [],
+            "started": _clock_and_load(),
+        }
+        results["learner"] = learner_speed()
+        print(json.dumps(results["learner"], indent=1), flush=True)
     if not args.skip_solve:
-        for index, seed in enumerate(args.seeds):
+        for seed in args.seeds:
             for algorithm in args.algorithms:
-                order = ("rlgear", "sb3") if index % 2 == 0 else ("sb3", "rlgear")
+                order = ("rlgear", "sb3") if seed % 2 == 0 else ("sb3", "rlgear")  # alternates per seed
                 for library in order:
                     run = summarize(run_child(library, algorithm, seed, args.budget)["curve"])
                     run.update(library=library, algorithm=algorithm, seed=seed)
