@@ -17,8 +17,9 @@ Two measurements:
 2. **Learner gradient steps/s** (``learner``): SAC's update at minibatch 256 with 256x256
    networks on Pendulum-sized rows, rlgear's ``learn_on_batch`` (and the whole replay step,
    sampling included) against the same update written as a plain torch loop (two critic
-   modules, three ``torch.optim.Adam``, CleanRL's structure), same process, one thread, interleaved
-   in 10 rounds (medians; the ratio is the median of the per-round ratios).
+   modules, three ``torch.optim.Adam``, CleanRL's structure) and, with SB3 installed, SB3's own
+   ``SAC.train(gradient_steps=1)`` on the same rows; same process, one thread, interleaved in 10
+   rounds (medians; the ratio is the median of the per-round ratios).
 
 Writes ``bench/results/offpolicy.json`` (after every run, so a stopped run keeps what it measured).
 ``--summarize`` reads it and adds ``summary``: per algorithm and library, the mean final return
@@ -28,6 +29,7 @@ how many seeds got there), and rlgear's ratios to SB3; it prints them as a markd
 Usage: python bench/offpolicy.py [--budget 20000] [--seeds 0 1] [--algorithms sac td3] [--skip-solve]
        python bench/offpolicy.py --seeds 3 4 --append   (more seeds into the existing result file)
        python bench/offpolicy.py --summarize
+       python bench/offpolicy.py --learner-only   (the learner figures again, into learner_reruns)
 Needs: pip install -e ".[torch,bench]"
 """
 
@@ -249,6 +251,9 @@ def learner_speed(steps: int = 600, batch: int = 256, rounds: int = 10) -> dict:
         "rlgear_learn_on_batch": lambda: policy.learn_on_batch(minibatch),
         "rlgear_replay_step": rlgear_replay_step,
     }
+    sb3_step = sb3_train_step(data, batch)
+    if sb3_step is not None:
+        variants["sb3_train_step"] = sb3_step
     rates: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, step in variants.items():
@@ -259,8 +264,39 @@ def learner_speed(steps: int = 600, batch: int = 256, rounds: int = 10) -> dict:
         np.median(np.array(rates["rlgear_learn_on_batch"]) / plain)
     )
     speeds["ratio_replay_step_to_plain"] = float(np.median(np.array(rates["rlgear_replay_step"]) / plain))
+    if "sb3_train_step" in rates:  # both sample their own replay buffer, then take one gradient step
+        speeds["ratio_replay_step_to_sb3"] = float(
+            np.median(np.array(rates["rlgear_replay_step"]) / np.array(rates["sb3_train_step"]))
+        )
     speeds["rounds"] = rounds
     return speeds
+
+
+def sb3_train_step(data, batch: int):
+    """SB3's own SAC update (``SAC.train(gradient_steps=1)``: replay sampling and one gradient step)
+    on the same rows and network sizes, or None without SB3. Why: the wall-clock target is a ratio
+    to SB3, and its env+gradient step is mostly this update."""
+    try:
+        from stable_baselines3 import SAC
+        from stable_baselines3.common.logger import configure
+    except ImportError:
+        return None
+    import numpy as np
+
+    from rlgear.execution.replay_buffers import NEXT_OBS
+    from rlgear.sample_batch import SampleBatch as SB
+
+    model = SAC(
+        "MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [256, 256]}, learning_rate=1e-3,
+        batch_size=batch, seed=0, device="cpu",
+    )  # fmt: skip
+    model.set_logger(configure(None, []))
+    for i in range(len(data[SB.OBS])):
+        model.replay_buffer.add(
+            data[SB.OBS][i : i + 1], data[NEXT_OBS][i : i + 1], data[SB.ACTIONS][i : i + 1] / 2.0,
+            data[SB.REWARDS][i : i + 1], np.zeros(1), [{}],
+        )  # fmt: skip
+    return lambda: model.train(gradient_steps=1, batch_size=batch)
 
 
 # ----------------------------------------------------------------------------- the parent
@@ -421,6 +457,11 @@ def main() -> None:
         action="store_true",
         help="add these seeds' runs to the existing result file (its learner figures are kept)",
     )
+    parser.add_argument(
+        "--learner-only",
+        action="store_true",
+        help="measure only the learner's speed and add it to the result file's learner_reruns",
+    )
     parser.add_argument("--child", choices=["rlgear", "sb3"])
     parser.add_argument("--algorithm")
     parser.add_argument("--seed", type=int)
@@ -434,6 +475,14 @@ def main() -> None:
         results["summary"] = summarize_results(results)
         write(results)
         print(summary_table(results["summary"]))
+        return
+    if args.learner_only:  # a quieter re-measurement, kept beside the run's own learner figures
+        results = json.loads(RESULT_FILE.read_text()) if RESULT_FILE.exists() else {}
+        rerun = {"started": _clock_and_load(), **learner_speed()}
+        rerun["finished"] = _clock_and_load()
+        results.setdefault("learner_reruns", []).append(rerun)
+        write(results)
+        print(json.dumps(rerun, indent=1))
         return
     if args.append:  # more seeds for an earlier run: same budget, its runs and learner figures kept
         results = json.loads(RESULT_FILE.read_text())
