@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from suite_tasks import PENDING, TASKS, TASKS_BY_NAME, Task  # noqa: E402
+from suite_tasks import ELSEWHERE, TASKS, TASKS_BY_NAME, Task  # noqa: E402
 
 RESULTS = HERE / "results" / "suite"
 LIBS = ("rlgear", "sb3")
@@ -284,7 +284,7 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
             f"{ratio:.2f} | {floor_text} | {above} | {verdict} |"
         )
     table = "\n".join(lines)
-    pending = "\n".join(f"- {algo} on {env}: pending ({why})" for env, algo, why in PENDING)
+    elsewhere = "\n".join(f"- {algo} on {env}: {why}" for env, algo, why in ELSEWHERE)
     if plots is not None:
         for task in TASKS:
             task_rows = [r for r in rows if r["task"] == task.name]
@@ -293,13 +293,13 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
     if doc is not None:
         text = doc.read_text() if doc.exists() else ""
         begin, end = "<!-- suite-table:begin -->", "<!-- suite-table:end -->"
-        block = f"{begin}\n{table}\n\nPending:\n{pending}\n{end}"
+        block = f"{begin}\n{table}\n\nMeasured elsewhere:\n{elsewhere}\n{end}"
         if begin in text and end in text:
             text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
         else:
             text = text + "\n" + block + "\n"
         doc.write_text(text)
-    return table + "\n\nPending:\n" + pending
+    return table + "\n\nMeasured elsewhere:\n" + elsewhere
 
 
 def main() -> None:
