@@ -166,6 +166,39 @@ class TestApexDQNOnRay:
         assert new_priority < 1e3, new_priority
         np.testing.assert_array_equal(ray.get(shard.rows.remote([slot]))["obs"], planted["obs"])
 
+    def test_a_row_with_a_huge_td_error_enters_at_its_td_error_and_the_learner_replays_it(self, apex_trainer):
+        """The whole loop, with no priority written by hand: a row whose reward is 1e4 gets its
+        initial priority from a worker's own TD error, and the learner, sampling the shards, replays
+        it and sends back the TD error under its newer weights (still huge: a reward of 1e4 is not
+        learned away in a few steps), which replaces the worker's."""
+        import ray
+
+        shard = apex_trainer.replay_shards.shards[1]
+        row = ray.get(shard.sample.remote(1, 0.4))
+        planted = SampleBatch({k: v for k, v in row.items() if k not in ("batch_indexes", "weights")})
+        planted[SampleBatch.REWARDS] = planted[SampleBatch.REWARDS] + np.float32(1e4)
+        initial = dict(
+            apex_trainer.workers.foreach_worker_with_id(
+                lambda i, worker: worker.policy.compute_td_errors(planted) if i == 1 else None
+            )
+        )[1]
+        assert initial[0] > 1e3, initial  # the worker measures the huge TD error itself
+        ray.get(shard.add.remote(planted, initial))
+        slot = int(np.argmax(ray.get(shard.priorities.remote())))
+        np.testing.assert_array_equal(ray.get(shard.rows.remote([slot]))["rewards"], planted["rewards"])
+        entered = ray.get(shard.priorities.remote())[slot]
+        assert entered == pytest.approx(initial[0], rel=1e-6)
+        # Replayed: its priority changes only through the learner's update of that slot.
+        deadline = time.monotonic() + 60
+        while ray.get(shard.priorities.remote())[slot] == entered and time.monotonic() < deadline:
+            apex_trainer.learn_from_shards(8, apex_trainer.timesteps_total)
+            time.sleep(0.1)
+        replayed = ray.get(shard.priorities.remote())[slot]
+        assert replayed != entered, "the planted row was never replayed, or its update never came back"
+        assert replayed > 1e3, replayed
+        learner = apex_trainer.policy.compute_td_errors(planted)[0]
+        assert replayed == pytest.approx(learner, rel=0.2)  # the learner's measure, not the worker's
+
     def test_a_checkpoint_restores_weights_optimizer_and_counters_not_the_shards(
         self, apex_trainer, tmp_path
     ):
