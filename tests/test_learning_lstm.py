@@ -16,14 +16,13 @@ import pytest
 import rlgear
 
 BUDGET = 500_000
-#: The seed of each backend's learning test. The two backends draw different initial weights and
-#: noise from a seed. Measured with this config: torch seed 0 passes 400 (within about 175k env
-#: steps); tf seed 0 did not (147.6 at 500k env steps); tf seed 1 passed 400 at 449k env steps in
-#: this test (402.9, 596 s) and by 260k in a separate run of the same config (tf runs here are not
-#: bit-reproducible from run to run, so expect the step count to move); with TF's fused BlockLSTM
-#: learner, 402.8 at 313k (820 s of training at a load average of 8 to 13 on the 2 cores). Learning
-#: here peaks near 400-450 and can fall back afterwards, so the test stops at the first 400.
-SEEDS = {"torch": 0, "tf": 1}
+#: The seed of each backend's learning test. Measured on this code (env steps at the first mean of
+#: 400): torch seed 2 259,528 (99 s of training), tf seed 2 331,720 (176 s); seed 0: torch 472,497,
+#: tf 208,969. Both act through the same numpy LSTM twin, so the spread over seeds comes from the
+#: training trajectory (float32 rounding alone moved one set of initial weights from 111k to 472k),
+#: not from a backend; docs/recurrent.md has the table. Runs are deterministic per backend and seed
+#: here. Learning peaks near 400-450 and can fall back afterwards, so the test stops at the first 400.
+SEEDS = {"torch": 2, "tf": 2}
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
 
 
