@@ -222,11 +222,15 @@ class TestApexDQNOnRay:
 
         before = apex_trainer.train()
         assert before["num_replay_shard_restarts"] == 0
+        assert before["num_replay_rows_lost"] == 0
+        held = apex_trainer.replay_shard_sizes[1]  # the victim's rows at the iteration's size poll
+        assert held > 0
         victim = apex_trainer.replay_shards.shards[1]
         os.kill(ray.get(victim.pid.remote()), signal.SIGKILL)
         results = [apex_trainer.train() for _ in range(3)]
         after = results[-1]
         assert after["num_replay_shard_restarts"] == 1
+        assert after["num_replay_rows_lost"] == held  # counted once, at the replacement
         assert apex_trainer.replay_shards.shards[1] is not victim
         assert after["timesteps_total"] > before["timesteps_total"]
         assert after["learner/num_grad_updates"] > before["learner/num_grad_updates"]

@@ -12,7 +12,7 @@ base's policies, losses and target-network updates are reused as they are. The f
   (N - 1))`` (:func:`worker_epsilons`): epsilon for DQN, the noise scale for DDPG/TD3.
 - **Replay shards**: ``replay_shards`` prioritized buffers in Ray actors
   (:mod:`rlgear.execution.replay_shards`); a dead one is replaced by an empty one
-  (``num_replay_shard_restarts`` in results).
+  (``num_replay_shard_restarts`` and ``num_replay_rows_lost`` in results).
 - **The learner** (the driver) takes ``training_intensity / train_batch_size`` gradient steps per
   sampled env step on minibatches requested ahead from the shards (round robin, up to
   ``max_requests_in_flight_per_shard`` each), sends the minibatches' new ``|TD errors|`` back to
@@ -201,6 +201,7 @@ class ApexTrainer(ReplayTrainer):
         self.replay_shard_sizes = self.replay_shards.sizes()
         result["learner/replay_buffer_size"] = float(sum(self.replay_shard_sizes))
         result["num_replay_shard_restarts"] = self.replay_shards.num_restarts
+        result["num_replay_rows_lost"] = self.replay_shards.num_rows_lost
         return result
 
     # --- checkpoints: weights, optimizer and counters; the shards' contents are not saved ---------
@@ -208,12 +209,14 @@ class ApexTrainer(ReplayTrainer):
         return {
             **super().get_algorithm_state(),
             "num_replay_shard_restarts": self.replay_shards.num_restarts,
+            "num_replay_rows_lost": self.replay_shards.num_rows_lost,
             "gradient_steps_owed": self._gradient_steps_owed,
         }
 
     def set_algorithm_state(self, state: dict[str, Any]) -> None:
         super().set_algorithm_state(state)
         self.replay_shards.num_restarts = int(state.get("num_replay_shard_restarts", 0))
+        self.replay_shards.num_rows_lost = int(state.get("num_replay_rows_lost", 0))
         self._gradient_steps_owed = float(state.get("gradient_steps_owed", 0.0))
 
     def stop(self) -> None:

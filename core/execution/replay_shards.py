@@ -6,7 +6,8 @@ turns it into Ray actors only when an Ape-X run starts, so importing this module
 Ray. Rollout workers call :meth:`ReplayShard.add` directly (their fragments never pass through
 the driver); the learner calls :meth:`ReplayShard.sample` and
 :meth:`ReplayShard.update_priorities`. A shard that dies is replaced by an empty one in the same
-slot: its transitions are lost, the run goes on, and :attr:`ReplayShardSet.num_restarts` counts it.
+slot: its transitions are lost, the run goes on, :attr:`ReplayShardSet.num_restarts` counts it
+and :attr:`ReplayShardSet.num_rows_lost` counts the rows it held when its size was last asked.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ class ReplayShardSet:
         self._seed = seed
         #: Shards replaced after dying (``num_replay_shard_restarts`` in results).
         self.num_restarts = 0
+        #: Rows the replaced shards held at their last :meth:`sizes` (``num_replay_rows_lost``): a
+        #: lower bound, since rows the workers added after that poll are not known to the driver
+        #: (workers write to the shards directly).
+        self.num_rows_lost = 0
+        self._known_sizes = [0] * num_shards
         self.shards: list[Any] = [self._start(i) for i in range(num_shards)]
 
     def _start(self, index: int) -> Any:
@@ -103,6 +109,8 @@ class ReplayShardSet:
         with contextlib.suppress(Exception):
             self.ray.kill(failed_handle, no_restart=True)
         self.num_restarts += 1
+        self.num_rows_lost += self._known_sizes[index]
+        self._known_sizes[index] = 0
         self.shards[index] = self._start(index)
         return True
 
@@ -115,6 +123,7 @@ class ReplayShardSet:
         for i, handle, ref in refs:
             try:
                 out.append(int(self.ray.get(ref)))
+                self._known_sizes[i] = out[-1]
             except Exception as err:
                 if not is_actor_failure(err):
                     raise
