@@ -168,6 +168,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--child", choices=["rlgear", "sb3"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add these seeds' runs to the existing result file (same budget) and redo its summary",
+    )
     args = parser.parse_args()
     if args.child:
         out = (run_rlgear if args.child == "rlgear" else run_sb3)(args.seed, args.budget)
@@ -175,6 +180,11 @@ def main() -> None:
         return
 
     load_before = os.getloadavg()[0]
+    earlier = json.loads(RESULT_FILE.read_text()) if args.append else None
+    if earlier is not None and earlier["budget_env_steps"] != args.budget:
+        raise SystemExit(
+            f"{RESULT_FILE}: budget {earlier['budget_env_steps']}, not {args.budget}: no --append"
+        )
     runs = []
     for seed in args.seeds:
         order = ["rlgear", "sb3"] if seed % 2 == 0 else ["sb3", "rlgear"]
@@ -182,6 +192,15 @@ def main() -> None:
             run = {"lib": lib, "seed": seed, **launch(lib, seed, args.budget)}
             print(json.dumps(run), flush=True)
             runs.append(run)
+    command = f"python bench/vision.py --budget {args.budget} --seeds {' '.join(map(str, args.seeds))}"
+    load = {"before": load_before, "after": os.getloadavg()[0]}
+    appended = []
+    if earlier is not None:  # the earlier runs first; each addition keeps its own command and load
+        appended = [
+            *earlier.get("appended", []),
+            {"command": command + " --append", "load_average_1min": load},
+        ]
+        command, load, runs = earlier["command"], earlier["load_average_1min"], [*earlier["runs"], *runs]
     summary = {}
     for lib in ("rlgear", "sb3"):
         mine = [r for r in runs if r["lib"] == lib]
@@ -195,12 +214,13 @@ def main() -> None:
     summary["cpu_time_ratio"] = summary["rlgear"]["cpu_s_mean"] / summary["sb3"]["cpu_s_mean"]
     report = {
         "benchmark": "conv PPO on MinAtar/Breakout-v1, rlgear vs SB3 CnnPolicy (same net and hyperparameters)",
-        "command": f"python bench/vision.py --budget {args.budget} --seeds {' '.join(map(str, args.seeds))}",
+        "command": command,
         "budget_env_steps": args.budget,
         "ppo": PPO,
         "rlgear_vf_loss_coeff": VF_LOSS_COEFF,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
+        "load_average_1min": load,
+        **({"appended": appended} if appended else {}),
         "runs": runs,
         "summary": summary,
     }
