@@ -69,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from rlgear.discovery import registry
-    from rlgear.execution.ray_session import init_ray, shutdown_ray
+    from rlgear.distributed.ray_session import init_ray, shutdown_ray
 
     init_ray(num_cpus=6)  # logical CPUs: all 4 Ape-X trainers (6 workers) exist; one runs at a time
     dqn_cls, apex_cls = registry.load_algorithm("dqn"), registry.load_algorithm("apex")

@@ -83,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RLGEAR_DISABLE_PLUGIN_AUTOLOAD", "1")
-    from rlgear.execution.ray_session import init_ray, shutdown_ray
+    from rlgear.distributed.ray_session import init_ray, shutdown_ray
 
     init_ray(num_cpus=4)
     runs: dict[str, Any] = {}

@@ -3,7 +3,7 @@
     python bench/external_latency.py                 # 1, 8 and 32 clients
     python bench/external_latency.py --clients 32 --seconds 10
 
-Server: an rlgear Evaluator (PPO policy, 64x64 tanh MLP, numpy inference as in
+Server: an rlgear RolloutWorker (PPO policy, 64x64 tanh MLP, numpy inference as in
 training) sampling from ``env.adapter: external`` with one slot per client, in
 this process; no learning, so the figures are the serving path alone.
 
@@ -98,7 +98,7 @@ def serve(num_clients: int, address_file: str, seconds: float, procs: int, seed:
     from rlgear import config as config_mod
     from rlgear import env as env_mod
     from rlgear.discovery import registry
-    from rlgear.execution.evaluator import Evaluator
+    from rlgear.sampling.rollout_worker import RolloutWorker
 
     config = config_mod.resolve(
         {
@@ -123,7 +123,9 @@ def serve(num_clients: int, address_file: str, seconds: float, procs: int, seed:
     )
     trainer_cls = registry.load_algorithm("ppo")
     registry.load_backend("torch")().setup(1, seed)
-    evaluator = Evaluator(config, trainer_cls.policy_class("torch"), registry.load_env_adapter("external"))
+    evaluator = RolloutWorker(
+        config, trainer_cls.policy_class("torch"), registry.load_env_adapter("external")
+    )
     host, port = evaluator.env.server.address
     ctx = mp.get_context("spawn")  # no fork of a process holding torch's thread pools
     queue = ctx.Queue()

@@ -21,7 +21,7 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.discovery import registry
 from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv, VectorEnv
-from rlgear.execution.evaluator import Evaluator
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep
 
@@ -114,7 +114,7 @@ def make_team(num_envs: int, agents: int = 3) -> TeamGame:
     return TeamGame(num_envs, agents)
 
 
-def evaluator(factory: str, agents: int) -> Evaluator:
+def evaluator(factory: str, agents: int) -> RolloutWorker:
     kwargs = {"agents": agents} if factory == "make_team" else {}
     raw = {
         "algorithm": "ppo",
@@ -126,7 +126,7 @@ def evaluator(factory: str, agents: int) -> Evaluator:
     algo = registry.load_algorithm("ppo")
     backend = registry.load_backend("torch")()
     backend.setup(1, 0)
-    return Evaluator(
+    return RolloutWorker(
         config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
     )
 

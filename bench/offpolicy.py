@@ -147,8 +147,8 @@ def learner_speed(steps: int = 600, batch: int = 256, rounds: int = 10) -> dict:
     from torch.nn import functional as F
 
     from rlgear import config as config_mod
+    from rlgear.blocks.replay_buffers import NEXT_OBS, ReplayBuffer
     from rlgear.discovery import registry
-    from rlgear.execution.replay_buffers import NEXT_OBS, ReplayBuffer
     from rlgear.sample_batch import SampleBatch as SB
     from rlgear.spaces import Box
 
@@ -283,7 +283,7 @@ def sb3_train_step(data, batch: int):
         return None
     import numpy as np
 
-    from rlgear.execution.replay_buffers import NEXT_OBS
+    from rlgear.blocks.replay_buffers import NEXT_OBS
     from rlgear.sample_batch import SampleBatch as SB
 
     model = SAC(

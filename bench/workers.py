@@ -38,7 +38,7 @@ NUM_ENVS = 8
 def make_workers(num_workers: int, steps: int) -> Any:
     from rlgear import config as config_mod
     from rlgear.discovery import registry
-    from rlgear.execution.evaluator import WorkerSet
+    from rlgear.distributed.worker_set import WorkerSet
 
     ppo = registry.load_algorithm("ppo")
     config = config_mod.resolve(
@@ -62,7 +62,7 @@ def make_workers(num_workers: int, steps: int) -> Any:
 
 
 def sync_round(workers: Any, steps: int) -> int:
-    from rlgear.execution.rollout_ops import synchronous_parallel_sample
+    from rlgear.distributed.rollout_ops import synchronous_parallel_sample
 
     return synchronous_parallel_sample(workers, steps)[1]
 
@@ -73,7 +73,7 @@ def async_round(workers: Any, steps: int) -> int:
     Draining (and counting) them inside the timed round keeps the workers idle
     while the other settings are measured, so no work is done off the clock.
     """
-    from rlgear.execution.async_ops import AsyncSampler
+    from rlgear.distributed.async_ops import AsyncSampler
 
     sampler = AsyncSampler(workers, max_requests_in_flight_per_worker=2)
     done = 0
@@ -86,7 +86,7 @@ def async_round(workers: Any, steps: int) -> int:
 def throughput(rounds: int, steps: int) -> dict[str, Any]:
     import ray
 
-    from rlgear.execution.ray_session import init_ray, shutdown_ray
+    from rlgear.distributed.ray_session import init_ray, shutdown_ray
 
     init_ray(num_cpus=4)
     sets = {n: make_workers(n, steps) for n in (0, 1, 2)}

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only; nothing below is imported at run time
-    from rlgear.execution.evaluator import Evaluator
-    from rlgear.execution.metrics import Episode
     from rlgear.sample_batch import SampleBatch
+    from rlgear.sampling.metrics import Episode
+    from rlgear.sampling.rollout_worker import RolloutWorker
     from rlgear.trainer import Trainer
 
 hookspec = pluggy.HookspecMarker("rlgear")
@@ -34,12 +34,12 @@ def on_trainer_init(trainer: Trainer) -> None:
 
 
 @hookspec
-def on_episode_start(worker: Evaluator, episode: Episode) -> None:
+def on_episode_start(worker: RolloutWorker, episode: Episode) -> None:
     """An episode started in ``worker``'s env ``episode.env_id``."""
 
 
 @hookspec
-def on_episode_end(worker: Evaluator, episode: Episode) -> None:
+def on_episode_end(worker: RolloutWorker, episode: Episode) -> None:
     """An episode ended (terminated or truncated) in ``worker``.
 
     ``episode`` has ``episode_return``, ``length``, ``terminated``, ``truncated``,
@@ -50,14 +50,19 @@ def on_episode_end(worker: Evaluator, episode: Episode) -> None:
 
 
 @hookspec
-def on_sample_end(worker: Evaluator, batch: SampleBatch) -> None:
+def on_sample_end(worker: RolloutWorker, batch: SampleBatch) -> None:
     """``worker`` finished a postprocessed SampleBatch (may be modified in place); for a multi-agent
     env a :class:`~rlgear.sample_batch.MultiAgentBatch` (``{policy id: SampleBatch}``)."""
 
 
 @hookspec
 def on_postprocess_fragment(
-    worker: Evaluator, policy_id: str, fragment: SampleBatch, window: dict[str, Any], rows: Any, slots: Any
+    worker: RolloutWorker,
+    policy_id: str,
+    fragment: SampleBatch,
+    window: dict[str, Any],
+    rows: Any,
+    slots: Any,
 ) -> None:
     """A fragment of policy ``policy_id`` is about to be postprocessed (the centralised-critic hook).
 

@@ -132,7 +132,7 @@ class NumpyMLPPolicy(NumpyPolicy):
     starts at zero (Mania et al. 2018). Seeded from ``config.seed``.
 
     :meth:`compute_population_actions` runs a different weight set per env slot in one
-    batched pass: what :meth:`rlgear.execution.evaluator.Evaluator.evaluate_population` calls.
+    batched pass: what :func:`rlgear.plugins.families.evolution.population.evaluate_population` calls.
     """
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):

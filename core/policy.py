@@ -53,7 +53,7 @@ class Policy(ABC):
 
     #: True for a recurrent policy (``model.lstm``): the evaluator then carries its state per env
     #: slot, stores it in the batch (``state_in_<k>``) and cuts rows into sequences
-    #: (:mod:`rlgear.execution.sequences`) of ``max_seq_len`` rows.
+    #: (:mod:`rlgear.sampling.sequences`) of ``max_seq_len`` rows.
     recurrent: bool = False
     max_seq_len: int = 0
 

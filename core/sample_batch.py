@@ -42,7 +42,7 @@ class SampleBatch(dict):
     ACTION_MASK = "action_mask"  # bool [n] per row: the actions allowed when this row's action was chosen
     NEXT_ACTION_MASK = "next_action_mask"  # n-step transitions: the mask of next_obs (DQN's target max)
     SEQ_MASK = (
-        "seq_mask"  # 1.0 on real rows of padded sequences, 0.0 on padding (see rlgear.execution.sequences)
+        "seq_mask"  # 1.0 on real rows of padded sequences, 0.0 on padding (see rlgear.sampling.sequences)
     )
     STATE_IN = "state_in_"  # recurrent state before the step, one column per state array: state_in_0, ...
 

@@ -42,7 +42,7 @@ class TimeStep:
     #: bool [B] or None (all valid). False marks a row that carries no env step: an
     #: external env's empty slot, or the step where its client dropped mid-episode.
     #: Such rows have step_type LAST; the evaluator never counts or trains on them and
-    #: discards the episode that was running in that env (see ``rlgear.execution.evaluator``).
+    #: discards the episode that was running in that env (see ``rlgear.sampling.rollout_worker``).
     valid: np.ndarray | None = None
     #: The env's own per-step facts, or None: gymnasium's vector ``info`` (a dict of arrays over
     #: envs, with a boolean ``_key`` mask per key saying which envs set it). Never trained on; the

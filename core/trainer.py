@@ -28,15 +28,17 @@ from rlgear.config import RunConfig, TrainingConfig, multiagent
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager
+from rlgear.distributed.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
+from rlgear.distributed.worker_set import WorkerSet
 from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
-from rlgear.execution.evaluator import Evaluator, WorkerSet, env_seed, worker_seed
-from rlgear.execution.metrics import MetricsWindow
-from rlgear.execution.observation_filter import RunningStats
-from rlgear.execution.postprocessing import trainable_rows
-from rlgear.execution.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
+from rlgear.learner import Learner
 from rlgear.policy import PolicyState
 from rlgear.run import checkpoint as ckpt
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.sampling.metrics import MetricsWindow
+from rlgear.sampling.observation_filter import RunningStats
+from rlgear.sampling.postprocessing import trainable_rows
+from rlgear.sampling.rollout_worker import RolloutWorker, env_seed, worker_seed
 from rlgear.spaces import space_from_json
 
 #: The ``policies`` key of a framework-free policy: used under every ``backend:`` value.
@@ -139,6 +141,9 @@ class Trainer:
         #: checkpoints restore fully under any ``backend:`` value), else the ``backend:`` plugin's name.
         self.backend_name = "numpy" if backend_cls is NoFrameworkBackend else config.backend
         self.backend.setup(config.workers.num_cpus_for_driver, config.seed)
+        #: What learns: the trainable policies, their optimizers and the update. The in-process
+        #: rollout worker adds the policies as its env shows their spaces, and acts with them.
+        self.learner = Learner(config, policy_cls)
         self.workers = WorkerSet(
             config,
             policy_cls,
@@ -146,6 +151,7 @@ class Trainer:
             type(self).postprocess,
             self.hooks,
             check_spaces=self.check_spaces,
+            learner=self.learner,
         )
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
@@ -157,7 +163,7 @@ class Trainer:
         self.restore_epoch = 0
         self._stop_requested = False
         self._policy_cls, self._adapter_cls = policy_cls, adapter_cls
-        self._evaluation_worker: Evaluator | None = None
+        self._evaluation_worker: RolloutWorker | None = None
         self._evaluation_video: Any = None  # rlgear.run.video.EvaluationVideo, with evaluation_video_every
         self.evaluations = 0  # evaluations run by this trainer object (video clips count them)
         if config.training.evaluation_video_every:
@@ -191,8 +197,8 @@ class Trainer:
 
     @property
     def policy(self) -> Any:
-        """The learner's policy (the local evaluator's), when the run has one; else see :attr:`policy_map`."""
-        policies = self.workers.local_worker.policy_map
+        """The learner's policy, when the run has one; else see :attr:`policy_map`."""
+        policies = self.learner.policy_map
         if len(policies) > 1:
             raise UnsupportedError(
                 f"this run has {len(policies)} policies ({', '.join(policies)}): use "
@@ -207,7 +213,7 @@ class Trainer:
         Each is built with its own resolved config (``multiagent.policies.<id>`` overrides
         applied) and the spaces of the agents mapped to it.
         """
-        return self.workers.local_worker.policy_map
+        return self.learner.policy_map
 
     @property
     def policies_to_train(self) -> list[str]:
@@ -230,13 +236,10 @@ class Trainer:
         Replay-based and asynchronous algorithms override it.
         """
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
-        if isinstance(batch, MultiAgentBatch):  # each trained policy learns on its own agents' rows
-            for policy in self.policy_map.values():
-                policy.set_global_timestep(self.timesteps_total + steps)
-            stats = train_one_step(self.policy_map, self.workers, batch, self.policies_to_train)
-            return self.learner_stats(stats)
-        self.policy.set_global_timestep(self.timesteps_total + steps)  # for lr and clip schedules
-        return train_one_step(self.policy, self.workers, batch)
+        self.learner.set_global_timestep(self.timesteps_total + steps)  # for lr and clip schedules
+        stats = train_one_step(self.learner, self.workers, batch)
+        # each trained policy learned on its own agents' rows
+        return self.learner_stats(stats) if isinstance(batch, MultiAgentBatch) else stats
 
     def learner_stats(self, per_policy: dict[str, float]) -> dict[str, float]:
         """Stats keyed ``<policy id>/<key>`` as they are with several policies, unprefixed with one
@@ -323,7 +326,7 @@ class Trainer:
             out.update(video.collect(self.iteration))
         return out
 
-    def _evaluation_worker_for(self, episodes_wanted: int) -> Evaluator:
+    def _evaluation_worker_for(self, episodes_wanted: int) -> RolloutWorker:
         """The evaluation envs (built once), with frozen env statistics and, with
         ``training.evaluation_video_every``, env 0 recording (sync, so it records in this process)."""
         if self._evaluation_worker is None:
@@ -339,7 +342,7 @@ class Trainer:
                     config, env=dataclasses.replace(config.env, vectorization="sync")
                 )
                 video = self._evaluation_video.request
-            self._evaluation_worker = Evaluator(
+            self._evaluation_worker = RolloutWorker(
                 config, self._policy_cls, self._adapter_cls, worker_index=EVALUATION_WORKER_INDEX, video=video
             )
             self._evaluation_worker.env.freeze_statistics()
@@ -600,7 +603,7 @@ class Trainer:
             self._evaluation_worker = None
 
 
-def _reseed_evaluator(evaluator: Evaluator, seed: int, index: int, epoch: int) -> None:
+def _reseed_evaluator(evaluator: RolloutWorker, seed: int, index: int, epoch: int) -> None:
     """A worker's share of :meth:`Trainer.reseed` (runs where the worker lives)."""
     if index > 0:  # the local evaluator's policy is the learner's, reseeded already
         for offset, policy in enumerate(evaluator.policy_map.values()):
@@ -608,7 +611,7 @@ def _reseed_evaluator(evaluator: Evaluator, seed: int, index: int, epoch: int) -
     evaluator.reset(env_seed(seed, index, epoch))
 
 
-def _update_config(evaluator: Evaluator, config: RunConfig) -> None:
+def _update_config(evaluator: RolloutWorker, config: RunConfig) -> None:
     """A worker's share of :meth:`Trainer.reset_config`: each policy takes its own resolved config."""
     evaluator.config = config
     for pid, collector in evaluator.collectors.items():

@@ -1,6 +1,6 @@
 """Two algorithms in one run: agent ``a`` learns with PPO, agent ``b`` with DQN, on one env.
 
-rlgear's training step is composed from :mod:`rlgear.execution.rollout_ops` (``rlgear.rollout_ops``
+rlgear's training step is composed from :mod:`rlgear.distributed.rollout_ops` (``rlgear.rollout_ops``
 in the issue), and a multi-agent run already keeps one policy, one config and one batch per
 policy id. So mixing algorithms needs no core change, only a small Trainer that
 
@@ -33,11 +33,11 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
+from rlgear.blocks.replay_buffers import ReplayBuffer
 from rlgear.config import RunConfig
 from rlgear.config.schema import doc
+from rlgear.distributed.rollout_ops import learn_per_policy, replay, synchronous_parallel_sample
 from rlgear.errors import UnsupportedError
-from rlgear.execution.replay_buffers import ReplayBuffer
-from rlgear.execution.rollout_ops import learn_per_policy, replay, synchronous_parallel_sample
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
 from rlgear.plugins.algorithms.dqn.dqn import DQN
 from rlgear.plugins.algorithms.ppo.config import PPOConfig

@@ -36,7 +36,7 @@ def start_local_ray(num_cpus: int = 2) -> None:
     """
     if not HAS_RAY:
         pytest.skip("needs Ray: pip install 'rlgear[ray]'")
-    from rlgear.execution.ray_session import init_ray
+    from rlgear.distributed.ray_session import init_ray
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
@@ -44,7 +44,7 @@ def start_local_ray(num_cpus: int = 2) -> None:
     except Exception as err:  # Ray waits a fixed 30 s for its raylet: a loaded machine can miss it once
         if "timed out during startup" not in str(err):
             raise
-        from rlgear.execution.ray_session import shutdown_ray
+        from rlgear.distributed.ray_session import shutdown_ray
 
         shutdown_ray(force=True)
         init_ray(num_cpus=num_cpus)
@@ -55,7 +55,7 @@ def ray_session():
     """One local Ray of 2 CPUs for the module that asks for it; its tests are skipped without Ray."""
     start_local_ray(num_cpus=2)
     yield
-    from rlgear.execution.ray_session import shutdown_ray
+    from rlgear.distributed.ray_session import shutdown_ray
 
     shutdown_ray(force=True)
 

@@ -166,7 +166,7 @@ def lstm_actor_critic(
     Rows are ``N`` sequences of ``seq_len`` steps one after the other; sequence ``i``
     starts from ``initial_h[i]``, ``initial_c[i]``; ``resets`` ``[N, L]`` zeroes the
     state before the steps where it is True. Written from the documented
-    contract (``rlgear.execution.lstm_inference``): the ``shared/`` MLP, then
+    contract (``rlgear.blocks.lstm_inference``): the ``shared/`` MLP, then
     ``[features, extra_inputs]`` into an LSTM with gates i, f, g, o::
 
         c' = sigmoid(f) * c + sigmoid(i) * tanh(g);   h' = sigmoid(o) * tanh(c')

@@ -41,7 +41,9 @@ def test_continuous_env_with_a_discrete_only_algorithm_fails_before_training(tmp
 
 def test_unsupported_backend_fails_before_any_env_is_built(tmp_path, monkeypatch):
     built = []
-    monkeypatch.setattr("rlgear.execution.evaluator.Evaluator.__init__", lambda *a, **k: built.append(1))
+    monkeypatch.setattr(
+        "rlgear.sampling.rollout_worker.RolloutWorker.__init__", lambda *a, **k: built.append(1)
+    )
     config = config_mod.resolve(small_config(tmp_path, backend="jax"))
     with pytest.raises(UnsupportedError, match="does not support backend 'jax' \\(supported: tf, torch\\)"):
         PPO(config)

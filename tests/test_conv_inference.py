@@ -1,7 +1,7 @@
 """The numpy acting twin of conv policies acts as the framework does.
 
 A conv policy acts through ``NumpyActorCritic`` with a numpy conv trunk
-(``rlgear.execution.conv_inference``) when ``model.numpy_inference`` is on. Each
+(``rlgear.blocks.conv_inference``) when ``model.numpy_inference`` is on. Each
 test builds two policies with the same (perturbed) weights, one acting in numpy and
 one in the framework, and checks the distribution inputs, the values, the greedy
 actions and their log-probabilities, on both backends, for uint8 and float images:
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlgear.execution.conv_inference import NumpyConvTrunk
+from rlgear.blocks.conv_inference import NumpyConvTrunk
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep

@@ -16,9 +16,9 @@ import pytest
 
 from rlgear.config.conv import ImageVectorBox, conv_layers
 from rlgear.errors import ConfigError
-from rlgear.execution.observation_filter import make_observation_filter
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.observation_filter import make_observation_filter
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, Tuple
 from tests.conftest import needs_tf
 from tests.numpy_reference import dense, make_policy, mlp_body, resolve

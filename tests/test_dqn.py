@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from rlgear import config as config_mod
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS, PrioritizedReplayBuffer
 from rlgear.errors import ConfigError, UnsupportedError
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS, PrioritizedReplayBuffer
 from rlgear.plugins.algorithms.dqn import DQN, DQNConfig
 from rlgear.plugins.algorithms.dqn.torch_policy import DQNTorchPolicy, QNetwork
 from rlgear.policy import PolicyState

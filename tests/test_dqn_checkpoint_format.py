@@ -18,7 +18,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from rlgear import config as config_mod
-from rlgear.execution.replay_buffers import NEXT_OBS
+from rlgear.blocks.replay_buffers import NEXT_OBS
 from rlgear.plugins.algorithms.dqn import DQN, DQNConfig
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch

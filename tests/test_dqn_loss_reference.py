@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.dqn import DQN
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rlgear
-from rlgear.execution.metrics import env_info_row
+from rlgear.sampling.metrics import env_info_row
 from tests.conftest import small_config
 
 

@@ -9,9 +9,14 @@ import pytest
 from rlgear import config as config_mod
 from rlgear.discovery import registry
 from rlgear.errors import ConfigError
-from rlgear.execution.evolution import NoiseTable, PerturbationTask, run_perturbation_task, shared_noise_table
 from rlgear.plugins.algorithms.ars.ars import ars_step
 from rlgear.plugins.algorithms.es.es import Adam, centered_ranks
+from rlgear.plugins.families.evolution.evolution import (
+    NoiseTable,
+    PerturbationTask,
+    run_perturbation_task,
+    shared_noise_table,
+)
 from tests.conftest import train_until_stop
 
 ES = registry.load_algorithm("es")

@@ -10,9 +10,9 @@ import pytest
 import rlgear
 from rlgear import config as config_mod
 from rlgear.discovery import registry
-from rlgear.execution.evaluator import Evaluator
 from rlgear.plugins.algorithms.ppo import PPO
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.timestep import StepType
 from tests.conftest import small_config
 
@@ -28,7 +28,7 @@ def make_evaluator(
         workers={"num_envs_per_worker": envs, "rollout_fragment_length": fragment, "batch_mode": batch_mode},
     )
     config = config_mod.resolve(raw)
-    return Evaluator(
+    return RolloutWorker(
         config,
         PPO.policy_class("torch"),
         registry.load_env_adapter("gymnasium"),

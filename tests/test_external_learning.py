@@ -17,8 +17,8 @@ import pytest
 
 import rlgear
 from rlgear import config as config_mod
-from rlgear.execution.evaluator import drop_invalid_rows
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.rollout_worker import drop_invalid_rows
 from rlgear.timestep import StepType
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,10 +16,11 @@ import pytest
 from rlgear import config as config_mod
 from rlgear.config import BaseTrainingConfig, TrainingConfig
 from rlgear.discovery import registry
+from rlgear.distributed.rollout_ops import synchronous_parallel_sample_with_episodes
 from rlgear.errors import ConfigError
-from rlgear.execution.evaluator import Evaluator
-from rlgear.execution.rollout_ops import synchronous_parallel_sample_with_episodes
 from rlgear.numpy_policy import FlatLayout, NumpyMLPPolicy
+from rlgear.plugins.families.evolution.population import evaluate_population
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType, TimeStep
 
@@ -154,7 +155,7 @@ def test_flat_layout_round_trips_in_the_policys_order():
 
 def local_evaluator(tmp_path, num_envs=3):
     config = config_mod.resolve(es_config(tmp_path, workers={"num_envs_per_worker": num_envs}))
-    return Evaluator(config, ES.policy_class("*"), registry.load_env_adapter("gymnasium"))
+    return RolloutWorker(config, ES.policy_class("*"), registry.load_env_adapter("gymnasium"))
 
 
 def test_evaluate_population_scores_each_candidate_by_whole_episodes(tmp_path):
@@ -168,7 +169,7 @@ def test_evaluate_population_scores_each_candidate_by_whole_episodes(tmp_path):
         params[1, evaluator.policy.layout.offsets[bias[0]] + 1] = 1.0
         params[2:] = np.random.default_rng(0).standard_normal((2, size)) * 0.1
         evaluator.pop_metrics()
-        result = evaluator.evaluate_population(params, episodes_per_candidate=2)
+        result = evaluate_population(evaluator, params, episodes_per_candidate=2)
         assert result.returns.shape == (4, 2) and result.lengths.shape == (4, 2)
         # CartPole pays 1 per step, the final one included: return == length for every episode
         np.testing.assert_array_equal(result.returns, result.lengths)
@@ -177,7 +178,7 @@ def test_evaluate_population_scores_each_candidate_by_whole_episodes(tmp_path):
         metrics = evaluator.pop_metrics()
         assert metrics["env_steps"] == result.env_steps
         assert metrics["episodes"] == []  # not reported unless asked
-        reported = evaluator.evaluate_population(params[:1], episodes_per_candidate=3, report_episodes=True)
+        reported = evaluate_population(evaluator, params[:1], episodes_per_candidate=3, report_episodes=True)
         episodes = evaluator.pop_metrics()["episodes"]
         assert sorted(e["episode_return"] for e in episodes) == sorted(reported.returns[0].tolist())
     finally:
@@ -191,7 +192,7 @@ def test_sampling_returns_episode_summaries_with_the_final_reward(tmp_path):
          "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"}}
     )  # fmt: skip
     pytest.importorskip("torch")
-    from rlgear.execution.evaluator import WorkerSet
+    from rlgear.distributed.worker_set import WorkerSet
 
     pg = registry.load_algorithm("pg")
     workers = WorkerSet(

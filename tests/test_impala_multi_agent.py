@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from rlgear.discovery import registry
-from rlgear.execution.evaluator import Evaluator
 from rlgear.plugins.algorithms.impala.impala import IMPALA
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.timestep import StepType
 from tests.conftest import BACKENDS
 from tests.numpy_reference import (
@@ -209,7 +209,7 @@ def test_the_sampler_gives_fixed_length_sequences_of_one_agent_each():
         impala_config(workers={"num_envs_per_worker": 2, "rollout_fragment_length": 4}),
         training_class=IMPALA.config_class,
     )
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config, IMPALA.policy_class("torch"), registry.load_env_adapter("vector"), IMPALA.postprocess
     )
     try:

@@ -59,18 +59,18 @@ def test_a_torch_run_never_imports_tensorflow_or_ray(tmp_path):
 
 
 def test_hookspecs_imports_the_types_of_its_arguments_only_for_type_checkers():
-    # .importlinter lets rlgear.hookspecs import rlgear.trainer and rlgear.execution.evaluator
+    # .importlinter lets rlgear.hookspecs import rlgear.trainer and rlgear.sampling.rollout_worker
     # (the Ray contract's ignore_imports) because those imports sit under `if TYPE_CHECKING:`.
     code = (
         "import sys, json, typing\n"
         "import rlgear.hookspecs as h\n"
         "loaded = sorted(m for m in sys.modules if m in ('rlgear.trainer', 'rlgear.sample_batch', 'ray')\n"
         "    or m.startswith('rlgear.execution'))\n"
-        "from rlgear.execution.evaluator import Evaluator\n"
-        "from rlgear.execution.metrics import Episode\n"
+        "from rlgear.sampling.rollout_worker import RolloutWorker\n"
+        "from rlgear.sampling.metrics import Episode\n"
         "from rlgear.sample_batch import SampleBatch\n"
         "from rlgear.trainer import Trainer\n"
-        "types = {'Evaluator': Evaluator, 'Episode': Episode, 'SampleBatch': SampleBatch, 'Trainer': Trainer}\n"
+        "types = {'RolloutWorker': RolloutWorker, 'Episode': Episode, 'SampleBatch': SampleBatch, 'Trainer': Trainer}\n"
         "hints = {name: {arg: getattr(t, '__qualname__', str(t)) for arg, t in\n"
         "    typing.get_type_hints(getattr(h, name), localns=types).items()}\n"
         "    for name in ('on_trainer_init', 'on_episode_end', 'on_sample_end', 'on_checkpoint')}\n"
@@ -81,7 +81,8 @@ def test_hookspecs_imports_the_types_of_its_arguments_only_for_type_checkers():
     hints = out["hints"]  # the annotations name the real classes
     assert hints["on_trainer_init"]["trainer"] == "Trainer"
     assert (
-        hints["on_episode_end"]["worker"] == "Evaluator" and hints["on_episode_end"]["episode"] == "Episode"
+        hints["on_episode_end"]["worker"] == "RolloutWorker"
+        and hints["on_episode_end"]["episode"] == "Episode"
     )
     assert hints["on_sample_end"]["batch"] == "SampleBatch"
     assert hints["on_checkpoint"] == {"trainer": "Trainer", "checkpoint_dir": "str", "return": "NoneType"}

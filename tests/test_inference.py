@@ -128,7 +128,7 @@ def test_the_samplers_deferred_log_probabilities_equal_the_ones_computed_at_once
 
 
 def test_masked_deferred_log_probabilities_ignore_disallowed_actions_and_never_give_nan():
-    from rlgear.execution.inference import NumpyActorCritic
+    from rlgear.blocks.inference import NumpyActorCritic
 
     twin = NumpyActorCritic(Discrete(3), 1, "tanh", False, seed=0)
     rng = np.random.default_rng(2)

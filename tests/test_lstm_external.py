@@ -10,9 +10,9 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear import env as env_mod
 from rlgear.discovery import registry
-from rlgear.execution.evaluator import Evaluator
 from rlgear.external.client import Client
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.timestep import StepType
 from tests.numpy_reference import random_weights
 
@@ -40,7 +40,7 @@ class SamplingThread:
         config = config_mod.resolve(raw)
         trainer_cls = registry.load_algorithm("ppo")
         env_mod.stop_requested.clear()
-        self.evaluator = Evaluator(
+        self.evaluator = RolloutWorker(
             config, trainer_cls.policy_class("torch"), registry.load_env_adapter("external")
         )
         policy = self.evaluator.policy

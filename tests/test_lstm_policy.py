@@ -7,8 +7,8 @@ import pytest
 
 from rlgear import config as config_mod
 from rlgear.errors import ConfigError
-from rlgear.execution.evaluator import Evaluator
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.timestep import StepType, TimeStep
 from tests.conftest import BACKENDS
 from tests.numpy_reference import CARTPOLE_ACT, CARTPOLE_OBS, PENDULUM_ACT, PENDULUM_OBS, random_weights
@@ -168,7 +168,9 @@ def test_evaluator_stores_each_rows_state_in_resets_it_at_first_and_keeps_it_acr
 
     config = resolve(tmp_path, model={"numpy_inference": False})
     trainer_cls = registry.load_algorithm("ppo")
-    evaluator = Evaluator(config, trainer_cls.policy_class("torch"), registry.load_env_adapter("gymnasium"))
+    evaluator = RolloutWorker(
+        config, trainer_cls.policy_class("torch"), registry.load_env_adapter("gymnasium")
+    )
     policy = evaluator.policy
     policy.set_weights(random_weights(policy.get_weights(), seed=2, gain=1.5))
     try:
@@ -201,7 +203,7 @@ def test_sample_cuts_rows_into_masked_sequences_of_max_seq_len(tmp_path):
 
     config = resolve(tmp_path)
     trainer_cls = registry.load_algorithm("ppo")
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config,
         trainer_cls.policy_class("torch"),
         registry.load_env_adapter("gymnasium"),
@@ -330,7 +332,9 @@ def test_the_evaluators_state_survives_a_weight_sync(tmp_path):
 
     config = resolve(tmp_path)
     trainer_cls = registry.load_algorithm("ppo")
-    evaluator = Evaluator(config, trainer_cls.policy_class("torch"), registry.load_env_adapter("gymnasium"))
+    evaluator = RolloutWorker(
+        config, trainer_cls.policy_class("torch"), registry.load_env_adapter("gymnasium")
+    )
     try:
         evaluator._sample_fragment()
         before = [s.copy() for s in evaluator._state]

@@ -1,12 +1,12 @@
-"""Cutting rows into padded sequences (``rlgear.execution.sequences``) against a hand-computed reference."""
+"""Cutting rows into padded sequences (``rlgear.sampling.sequences``) against a hand-computed reference."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rlgear.execution.sequences import chop_into_sequences, sequence_lengths
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.sequences import chop_into_sequences, sequence_lengths
 
 L = 3  # max_seq_len
 

@@ -184,7 +184,7 @@ def test_product_distribution_sums_its_parts_over_the_flat_action_layout(backend
 
 
 def test_numpy_acting_twin_never_picks_a_masked_action():
-    from rlgear.execution.inference import NumpyActorCritic
+    from rlgear.blocks.inference import NumpyActorCritic
 
     actor = NumpyActorCritic(Discrete(N), 1, "tanh", False, seed=0)
     rng = np.random.default_rng(3)

@@ -188,7 +188,7 @@ def reference_next_masks(fragment, n):
 
 @pytest.mark.parametrize("n_step", [1, 3])
 def test_n_step_rows_carry_the_mask_of_their_next_observation_through_the_replay_buffer(n_step):
-    from rlgear.execution.replay_buffers import ReplayBuffer, n_step_transitions
+    from rlgear.blocks.replay_buffers import ReplayBuffer, n_step_transitions
 
     fragment = dqn_ref.fragment_with_both_episode_ends()
     fragment[SB.ACTIONS] = np.random.default_rng(10).integers(ACTIONS.n, size=(8, 2))

@@ -15,9 +15,9 @@ import rlgear
 from rlgear import config as config_mod
 from rlgear.discovery import registry
 from rlgear.errors import CheckpointError, ConfigError, UnsupportedError
-from rlgear.execution.evaluator import Evaluator
 from rlgear.run import checkpoint as ckpt
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.sampling.rollout_worker import RolloutWorker
 
 pytest.importorskip("torch")
 
@@ -218,7 +218,7 @@ def test_rows_are_compacted_per_agent_and_gae_never_crosses_agents(fragment_leng
     )
     config = config_mod.resolve(raw)
     algo = ppo()
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
     )
     try:
@@ -279,7 +279,7 @@ def test_counts_env_steps_agent_steps_and_returns_summed_over_agents():
     )
     config = config_mod.resolve(raw)
     algo = ppo()
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
     )
     try:
@@ -489,7 +489,7 @@ def test_the_centralised_critic_hook_sees_the_other_agents_rows_of_the_same_env_
     algo = ppo()
     from rlgear.discovery.hooks import make_plugin_manager
 
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config,
         algo.policy_class("torch"),
         registry.load_env_adapter("vector"),

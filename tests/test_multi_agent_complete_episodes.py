@@ -14,9 +14,9 @@ import pytest
 from rlgear import config as config_mod
 from rlgear.discovery import registry
 from rlgear.errors import UnsupportedError
-from rlgear.execution.evaluator import Evaluator
 from rlgear.sample_batch import MultiAgentBatch
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.rollout_worker import RolloutWorker
 from tests.multi_agent_envs import LateJoinEnv
 from tests.test_multi_agent import MATCH_OPTIMUM, OtherAgentObservation, independent, ma_config
 
@@ -52,7 +52,7 @@ def test_batches_hold_whole_agent_episodes_with_their_monte_carlo_returns():
     )
     config = config_mod.resolve(raw, training_class=registry.load_algorithm("pg").config_class)
     algo = registry.load_algorithm("pg")
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
     )
     try:

@@ -14,8 +14,8 @@ import rlgear
 from rlgear import config as config_mod
 from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager
-from rlgear.execution.evaluator import Evaluator
-from rlgear.execution.metrics import env_info_row
+from rlgear.sampling.metrics import env_info_row
+from rlgear.sampling.rollout_worker import RolloutWorker
 from tests.multi_agent_envs import MatchEnv
 
 pytest.importorskip("torch")
@@ -89,7 +89,7 @@ def episode_end_infos(adapter: str, name: str, kwargs: dict | None = None, steps
     }
     algo = registry.load_algorithm("ppo")
     hook = LastInfos()
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config_mod.resolve(raw),
         algo.policy_class("torch"),
         registry.load_env_adapter(adapter),

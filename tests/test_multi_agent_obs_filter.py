@@ -13,9 +13,9 @@ import pytest
 
 from rlgear import config as config_mod
 from rlgear.discovery import registry
-from rlgear.execution.evaluator import Evaluator
 from rlgear.run import agent
 from rlgear.run import checkpoint as ckpt
+from rlgear.sampling.rollout_worker import RolloutWorker
 from tests.multi_agent_envs import LoggedLateJoinEnv
 from tests.test_multi_agent import independent, ma_config
 
@@ -54,7 +54,7 @@ def test_each_policy_filters_the_observations_of_its_own_agents_only():
     raw = raw_logged_config(workers={"num_envs_per_worker": 2, "rollout_fragment_length": 6})
     config = config_mod.resolve(raw)
     algo = registry.load_algorithm("ppo")
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
     )
     try:
@@ -86,7 +86,7 @@ def test_a_per_policy_model_override_gives_a_filter_to_that_policy_only():
     )
     config = config_mod.resolve(raw)
     algo = registry.load_algorithm("ppo")
-    evaluator = Evaluator(
+    evaluator = RolloutWorker(
         config, algo.policy_class("torch"), registry.load_env_adapter("vector"), algo.postprocess
     )
     try:

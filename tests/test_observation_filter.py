@@ -12,7 +12,7 @@ import pytest
 
 import rlgear
 from rlgear.errors import ConfigError
-from rlgear.execution.observation_filter import EPSILON, MeanStdFilter, RunningStats, make_observation_filter
+from rlgear.sampling.observation_filter import EPSILON, MeanStdFilter, RunningStats, make_observation_filter
 from rlgear.spaces import Box, Discrete
 from tests.conftest import small_config
 from tests.counting_env import observations_seen
@@ -216,10 +216,10 @@ def hand_filter(arrays, obs, clip=10.0):
 def test_evaluate_and_the_loaded_agent_apply_the_checkpoint_statistics_frozen(
     tmp_path, make_trainer, monkeypatch
 ):
-    from rlgear.execution.evaluator import Evaluator
     from rlgear.plugins.envs.gymnasium_env import GymnasiumVectorEnv
     from rlgear.run import agent
     from rlgear.run import checkpoint as ckpt
+    from rlgear.sampling.rollout_worker import RolloutWorker
 
     trainer = make_trainer(filtered_config(tmp_path))
     trainer.train()
@@ -230,7 +230,7 @@ def test_evaluate_and_the_loaded_agent_apply_the_checkpoint_statistics_frozen(
     original_reset, original_step, original_act = (
         GymnasiumVectorEnv.reset,
         GymnasiumVectorEnv.step,
-        Evaluator._act,
+        RolloutWorker._act,
     )
 
     def reset(self, seed=None):
@@ -250,7 +250,7 @@ def test_evaluate_and_the_loaded_agent_apply_the_checkpoint_statistics_frozen(
 
     monkeypatch.setattr(GymnasiumVectorEnv, "reset", reset)
     monkeypatch.setattr(GymnasiumVectorEnv, "step", step)
-    monkeypatch.setattr(Evaluator, "_act", act)
+    monkeypatch.setattr(RolloutWorker, "_act", act)
     evaluation = agent.evaluate_checkpoint(path, episodes=3)
     assert len(evaluation.episodes) == 3
     # raw_seen[0] is the evaluator's first reset (before evaluate() restarts the envs); the policy

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.ddpg import DDPG
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlgear.blocks.replay_buffers import NEXT_OBS
 from rlgear.errors import ConfigError
-from rlgear.execution.replay_buffers import NEXT_OBS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.timestep import StepType, TimeStep
 from tests.conftest import BACKENDS, needs_tf

@@ -27,7 +27,7 @@ import copy
 import numpy as np
 import pytest
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.dqn import DQN
 from rlgear.plugins.algorithms.dqn.rainbow import factorised_noise, scaled_noise
 from rlgear.sample_batch import SampleBatch as SB

@@ -11,8 +11,8 @@ import pytest
 
 from rlgear import config as config_mod
 from rlgear.discovery import registry
-from rlgear.execution.async_ops import AsyncGradients, AsyncSampler
-from rlgear.execution.evaluator import WorkerSet
+from rlgear.distributed.async_ops import AsyncGradients, AsyncSampler
+from rlgear.distributed.worker_set import WorkerSet
 from rlgear.sample_batch import SampleBatch
 from tests.conftest import HAS_RAY, small_config
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from rlgear.discovery import registry
-from rlgear.execution.ray_session import WorkerFailureError
+from rlgear.distributed.ray_session import WorkerFailureError
 from tests.conftest import needs_ray, small_config
 
 pytestmark = [needs_ray, pytest.mark.slow]
@@ -35,7 +35,7 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    from rlgear.execution.ray_session import shutdown_ray
+    from rlgear.distributed.ray_session import shutdown_ray
 
     shutdown_ray(force=True)  # another module's local Ray
     clusters = []
@@ -173,7 +173,7 @@ def test_without_an_address_a_run_starts_its_own_ray_even_beside_a_running_clust
     num_cpus; rlgear's "no address: a local Ray for this run" must hold anyway."""
     import ray
 
-    from rlgear.execution.ray_session import init_ray, shutdown_ray
+    from rlgear.distributed.ray_session import init_ray, shutdown_ray
 
     running = cluster(head_cpus=1)  # a `ray start`-style cluster on this machine
     assert not ray.is_initialized()

@@ -45,7 +45,7 @@ def test_a_run_with_no_workers_trains_where_ray_cannot_be_imported(tmp_path):
     out = run_without_ray(
         f"""
         import json, sys
-        import rlgear.execution.async_ops, rlgear.execution.ray_session, rlgear.execution.remote_worker  # importable without Ray
+        import rlgear.distributed.async_ops, rlgear.distributed.ray_session, rlgear.distributed.remote_worker  # importable without Ray
         from rlgear.discovery import registry
         ppo = registry.load_algorithm("ppo")
         trainer = ppo({{"algorithm": "ppo", "seed": 0, "env": {{"name": "CartPole-v1"}},

@@ -19,7 +19,7 @@ import pytest
 
 from rlgear import hookimpl
 from rlgear.discovery import registry
-from rlgear.execution.ray_session import RayResourceError, WorkerFailureError
+from rlgear.distributed.ray_session import RayResourceError, WorkerFailureError
 from rlgear.sample_batch import SampleBatch
 from tests.conftest import HAS_RAY, small_config
 
@@ -51,7 +51,7 @@ class CheckedPPO(PPO):
         self.sampled_steps: list[int] = []
 
     def training_step(self):
-        from rlgear.execution.rollout_ops import synchronous_parallel_sample, train_one_step
+        from rlgear.distributed.rollout_ops import synchronous_parallel_sample, train_one_step
 
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
         logits = self.policy.action_distribution_inputs(batch[SampleBatch.OBS])
@@ -133,7 +133,7 @@ def test_remote_workers_do_the_sampling_with_their_own_seeds(trainer):
 def test_a_synchronous_batch_is_laid_out_in_worker_order_whichever_worker_answers_first(trainer, monkeypatch):
     # Arrival order depends on timing; if it decided the row order, the learner's seeded
     # minibatch shuffle would differ from run to run and a seeded run would not repeat.
-    from rlgear.execution import async_ops
+    from rlgear.distributed import async_ops
 
     arrivals: list[int] = []
     wait = async_ops.RequestPool.wait
@@ -225,7 +225,7 @@ def test_run_stops_with_a_clear_error_after_max_restarts(trainer, tmp_path):
 
 
 def test_more_worker_cpus_than_cores_warns_before_a_local_ray_starts(monkeypatch):
-    from rlgear.execution.remote_worker import warn_if_oversubscribed
+    from rlgear.distributed.remote_worker import warn_if_oversubscribed
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     with pytest.warns(RuntimeWarning, match=r"4 workers x 1 CPU = 4 CPUs on a machine with 2 cores"):

@@ -1,4 +1,4 @@
-"""Tests of ``rlgear.execution.replay_buffers``: uniform and prioritized replay, n-step transitions.
+"""Tests of ``rlgear.blocks.replay_buffers``: uniform and prioritized replay, n-step transitions.
 
 Statistical checks draw with a fixed seed and compare each item's count with
 its binomial expectation ``N p`` within 5 standard deviations
@@ -20,7 +20,7 @@ import json
 import numpy as np
 import pytest
 
-from rlgear.execution.replay_buffers import (
+from rlgear.blocks.replay_buffers import (
     BATCH_INDEXES,
     NEXT_OBS,
     WEIGHTS,

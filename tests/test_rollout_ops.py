@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from rlgear import config as config_mod
-from rlgear.execution.evaluator import WorkerSet
-from rlgear.execution.rollout_ops import (
+from rlgear.distributed.rollout_ops import (
     concat_batches,
     concurrently,
     parallel_rollouts,
@@ -18,6 +17,7 @@ from rlgear.execution.rollout_ops import (
     synchronous_parallel_sample,
     train_one_step,
 )
+from rlgear.distributed.worker_set import WorkerSet
 from rlgear.plugins.algorithms.ppo import PPO
 from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter
 from rlgear.sample_batch import SampleBatch

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from rlgear import config as config_mod
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.cli import main as cli_main
 from rlgear.discovery import registry
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
 from rlgear.timestep import StepType

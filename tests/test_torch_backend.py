@@ -19,9 +19,9 @@ import torch
 import torch.distributions as td
 
 from rlgear import config as config_mod
+from rlgear.blocks.schedules import piecewise_linear
 from rlgear.discovery import registry
 from rlgear.errors import ConfigError, PluginError
-from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch import Categorical, DiagGaussian
 from rlgear.policy import flatten_observations
 from rlgear.sample_batch import SampleBatch

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import rlgear
+from rlgear.blocks.replay_buffers import BATCH_INDEXES, WEIGHTS
 from rlgear.discovery import registry
-from rlgear.execution.metrics import MetricsWindow
-from rlgear.execution.replay_buffers import BATCH_INDEXES, WEIGHTS
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.sampling.metrics import MetricsWindow
 from rlgear.timestep import StepType
 from tests.conftest import small_config
 

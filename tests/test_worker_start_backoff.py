@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from rlgear.discovery import registry
-from rlgear.execution import evaluator as evaluator_mod
-from rlgear.execution import remote_worker
-from rlgear.execution.evaluator import Evaluator
+from rlgear.distributed import remote_worker
+from rlgear.distributed import worker_set as evaluator_mod
+from rlgear.sampling.rollout_worker import RolloutWorker
 from tests.conftest import small_config
 
 PPO = registry.load_algorithm("ppo")
@@ -82,9 +82,9 @@ class FakeRay:
 
 
 class FakeActor:
-    """A remote worker: ``handle.method.remote(*args)`` runs at once on an in-process Evaluator."""
+    """A remote worker: ``handle.method.remote(*args)`` runs at once on an in-process RolloutWorker."""
 
-    def __init__(self, worker_id: int, evaluator: Evaluator | None):
+    def __init__(self, worker_id: int, evaluator: RolloutWorker | None):
         self.worker_id = worker_id
         self.evaluator = evaluator
         self.dead = evaluator is None  # an actor without an evaluator dies before it answers
@@ -145,7 +145,7 @@ class FakeFactory:
             actor = FakeActor(worker_id, None)
         else:
             policy_class, adapter_class, postprocess_fn = self._args
-            evaluator = Evaluator(
+            evaluator = RolloutWorker(
                 config,
                 policy_class,
                 adapter_class,

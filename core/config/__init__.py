@@ -855,9 +855,9 @@ def check_loggers(logging: LoggingConfig, fail) -> None:
     Loading a logger imports its module (cheap: a logger imports its tool when it
     opens), so options are checked against its constructor before any work.
     """
+    from rlgear.config.logger_options import check_options
     from rlgear.discovery import registry
     from rlgear.errors import PluginError
-    from rlgear.run.logger import check_options
 
     names = [name.partition("@")[0] for name in logging.loggers]
     if "jsonl" not in names:

@@ -80,7 +80,7 @@ def frozen_obs_filter(
 ) -> Any:
     """The checkpoint's observation filter (of ``policy_id`` with several policies), frozen
     (evaluation does not update it), or None when off."""
-    from rlgear.execution.observation_filter import make_observation_filter
+    from rlgear.sampling.observation_filter import make_observation_filter
 
     obs_filter = make_observation_filter(model_config, observation_space)
     if obs_filter is None:
@@ -146,9 +146,9 @@ def evaluate_checkpoint(
         )
     backend = backend_class_for(policy_cls, config.backend)()
     backend.setup(config.workers.num_cpus_for_driver, config.seed)
-    from rlgear.execution.evaluator import Evaluator
+    from rlgear.sampling.rollout_worker import RolloutWorker
 
-    evaluator = Evaluator(config, policy_cls, adapter, video=video)
+    evaluator = RolloutWorker(config, policy_cls, adapter, video=video)
     try:
         try:
             if len(evaluator.collectors) > 1:

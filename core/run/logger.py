@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlgear.config.logger_options import check_options
+
 
 def jsonable(value: Any) -> Any:
     """Numbers as plain Python numbers; NaN and infinities as null (strict JSON)."""
@@ -146,31 +148,6 @@ def logger_names(logging: Any) -> list[str]:
     if not logging.tensorboard:
         names = [n for n in names if n.partition("@")[0] != "tensorboard"]
     return names
-
-
-def check_options(logger_class: type, options: Mapping[str, Any], name: str, fail: Any) -> dict[str, Any]:
-    """``logging.logger_options.<name>``, checked: each key must be a parameter of the logger's ``__init__``."""
-    import inspect
-
-    from rlgear.errors import did_you_mean
-
-    if not isinstance(options, Mapping):
-        raise fail(
-            f"logging.logger_options.{name}", f"expected a mapping of keyword arguments, got {options!r}"
-        )
-    params = [
-        p
-        for p, spec in inspect.signature(logger_class.__init__).parameters.items()
-        if p != "self" and spec.kind not in (spec.VAR_KEYWORD, spec.VAR_POSITIONAL)
-    ]
-    for option in options:
-        if option not in params:
-            raise fail(
-                f"logging.logger_options.{name}.{option}",
-                f"unknown option of logger '{name}'{did_you_mean(str(option), params)} "
-                f"(options: {', '.join(params) or 'none'})",
-            )
-    return dict(options)
 
 
 class RunLoggers:

@@ -5,7 +5,7 @@ workers, if any, are actors of their own). A trial starts only when that many
 CPUs are free in the cluster, so the others wait PENDING instead of queueing
 inside Ray. Iterations of all running trials proceed in parallel; the runner
 takes whichever finishes first. Ray is started (or attached to) through
-:mod:`rlgear.execution.ray_session`; this module is imported only for ``tune.executor: ray``.
+:mod:`rlgear.distributed.ray_session`; this module is imported only for ``tune.executor: ray``.
 
 Trial folders must be reachable from every node (one machine, or a shared
 filesystem), since actors write their checkpoints there.
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.config import RunConfig
-from rlgear.execution.ray_session import cluster_resources, import_ray, init_ray, shutdown_ray
+from rlgear.distributed.ray_session import cluster_resources, import_ray, init_ray, shutdown_ray
 from rlgear.scheduler import Trial
 from rlgear.tune.config import TuneConfig
 from rlgear.tune.executor import TrialExecutor
@@ -87,7 +87,7 @@ class RayExecutor(TrialExecutor):
         self.total_cpus = float(cluster_resources().get("CPU", 0))  # nodes come and go
         self.peak_cpus = max(self.peak_cpus, self.total_cpus)
         if need > self.peak_cpus:
-            from rlgear.execution.ray_session import RayResourceError
+            from rlgear.distributed.ray_session import RayResourceError
 
             raise RayResourceError(
                 f"{trial.trial_id}: workers.num_cpus_for_driver is {need:g}, the Ray cluster has "
@@ -140,7 +140,7 @@ class RayExecutor(TrialExecutor):
         self._call(trial, "reseed", seed)
 
     def is_lost_actor(self, error: BaseException) -> bool:
-        from rlgear.execution.ray_session import is_actor_failure
+        from rlgear.distributed.ray_session import is_actor_failure
 
         return is_actor_failure(error)
 

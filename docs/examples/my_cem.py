@@ -25,8 +25,8 @@ import numpy as np
 
 from rlgear.config import BaseTrainingConfig, RunConfig
 from rlgear.config.schema import doc
-from rlgear.execution.population import parallel_evaluate_population
 from rlgear.numpy_policy import NumpyMLPPolicy
+from rlgear.plugins.families.evolution.population import parallel_evaluate_population
 from rlgear.trainer import Trainer
 
 

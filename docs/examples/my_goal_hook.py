@@ -15,7 +15,7 @@ import rlgear
 
 @rlgear.hookimpl
 def on_episode_end(worker, episode):
-    # worker: the Evaluator that ran the episode (worker.config is the run's RunConfig).
+    # worker: the RolloutWorker that ran the episode (worker.config is the run's RunConfig).
     # episode.last_info: this env's info at the episode's final step.
     if "reached_goal" not in episode.last_info:
         return  # another env: stay out of its results

@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlgear.config import RunConfig
-from rlgear.execution.postprocessing import add_gae, trainable_rows
 from rlgear.plugins.algorithms.a2c.config import A2CConfig
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.postprocessing import add_gae, trainable_rows
 from rlgear.trainer import Trainer
 
 

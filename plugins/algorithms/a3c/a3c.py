@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from rlgear.config import RunConfig
-from rlgear.execution.async_ops import AsyncGradients
-from rlgear.execution.postprocessing import add_gae, trainable_rows
+from rlgear.distributed.async_ops import AsyncGradients
 from rlgear.plugins.algorithms.a3c.config import A3CConfig
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.postprocessing import add_gae, trainable_rows
 from rlgear.trainer import Trainer
 
 

@@ -1,6 +1,6 @@
 """APPO's training step: the shared asynchronous V-trace learner plus the target network.
 
-Per training step, what :class:`rlgear.execution.vtrace_trainer.VTraceTrainer` does (take the
+Per training step, what :class:`rlgear.plugins.families.vtrace.vtrace_trainer.VTraceTrainer` does (take the
 finished sample requests, learn on every ``train_batch_size`` env steps queued, send weights
 back), and after each learner update: once ``target_network_update_freq`` env steps were learned
 on since the last target update, every trained policy moves its target network towards its
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlgear.config import RunConfig
-from rlgear.execution.vtrace_trainer import VTraceTrainer
 from rlgear.plugins.algorithms.appo.config import APPOConfig
+from rlgear.plugins.families.vtrace.vtrace_trainer import VTraceTrainer
 
 
 class APPO(VTraceTrainer):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlgear.config.schema import doc
-from rlgear.config.vtrace import VTraceConfig
+from rlgear.plugins.families.vtrace.config import VTraceConfig
 
 
 @dataclass

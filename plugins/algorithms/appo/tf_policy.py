@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.appo.kl import AdaptiveKLCoeff
 from rlgear.plugins.backends.tf import TargetModel, VTraceTFPolicy, clipped_surrogate, mean_over, tf
 from rlgear.sample_batch import SampleBatch as SB

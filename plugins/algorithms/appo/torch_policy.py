@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.appo.kl import AdaptiveKLCoeff
 from rlgear.plugins.backends.torch import TargetModel, VTraceTorchPolicy, clipped_surrogate, mean_over
 from rlgear.sample_batch import SampleBatch as SB

@@ -1,7 +1,7 @@
 """ars: Augmented Random Search (Mania et al. 2018), V1 and V2 with top-b directions, framework-free.
 
 The training step, noise table and worker protocol are shared with es
-(:mod:`rlgear.execution.evolution`); this package holds ars's config and its update.
+(:mod:`rlgear.plugins.families.evolution.evolution`); this package holds ars's config and its update.
 """
 
 from rlgear.plugins.algorithms.ars.ars import ARS

@@ -1,7 +1,7 @@
 """ars: the update of Mania et al. 2018 (Algorithm 1, V1-t and V2-t).
 
 Per training step, with N directions ``delta_k`` scored as pairs ``theta +- nu delta_k``
-(:class:`rlgear.execution.evolution.EvolutionTrainer`):
+(:class:`rlgear.plugins.families.evolution.evolution.EvolutionTrainer`):
 
 1. keep the b directions with the largest ``max(r+_k, r-_k)``;
 2. ``sigma_R`` = standard deviation of those 2b returns;
@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.config import RunConfig
-from rlgear.execution.evolution import EvolutionTrainer
 from rlgear.plugins.algorithms.ars.config import ARSConfig
+from rlgear.plugins.families.evolution.evolution import EvolutionTrainer
 
 
 def ars_step(

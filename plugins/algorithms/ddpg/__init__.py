@@ -8,7 +8,7 @@ code with ``twin_q`` (the target takes the smaller of two critics), ``policy_del
 (the actor and the targets move every d-th critic step) and ``target_noise``
 (target policy smoothing): ``td3``'s config class differs from ``ddpg``'s only in
 its defaults. The replay machinery is the shared
-:class:`rlgear.execution.replay_trainer.ReplayTrainer`.
+:class:`rlgear.plugins.families.replay.replay_trainer.ReplayTrainer`.
 """
 
 from rlgear.plugins.algorithms.ddpg.config import DDPGConfig, TD3Config

@@ -1,6 +1,6 @@
 """Ape-X DDPG and TD3 (Horgan et al. 2018): the deterministic-actor policies on distributed prioritized replay.
 
-The training step is :class:`rlgear.execution.apex.ApexTrainer`; each worker's Ape-X epsilon is its
+The training step is :class:`rlgear.plugins.families.replay.apex.ApexTrainer`; each worker's Ape-X epsilon is its
 exploration noise's scale (``exploration_noise_scale``).
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlgear.config.apex import ApexConfig
-from rlgear.execution.apex import ApexTrainer
 from rlgear.plugins.algorithms.ddpg.config import DDPGConfig, TD3Config
 from rlgear.plugins.algorithms.ddpg.ddpg import DDPG, TD3
+from rlgear.plugins.families.replay.apex import ApexTrainer
+from rlgear.plugins.families.replay.apex_config import ApexConfig
 
 
 @dataclass

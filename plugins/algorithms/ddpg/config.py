@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rlgear.config.replay import ActorCriticReplayConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.replay.config import ActorCriticReplayConfig
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.ddpg.config import DDPGConfig, TD3Config
+from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
 _POLICIES = {
     "torch": "rlgear.plugins.algorithms.ddpg.torch_policy:DDPGTorchPolicy",

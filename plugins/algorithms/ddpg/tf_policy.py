@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.replay_buffers import NEXT_OBS
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.replay_buffers import NEXT_OBS
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.ddpg.exploration import DeterministicActorRules
 from rlgear.plugins.backends.tf import OffPolicyTFPolicy, tf
 from rlgear.sample_batch import SampleBatch as SB

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlgear.execution.replay_buffers import NEXT_OBS
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.replay_buffers import NEXT_OBS
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.ddpg.exploration import DeterministicActorRules
 from rlgear.plugins.backends.torch import OffPolicyTorchPolicy
 from rlgear.sample_batch import SampleBatch as SB

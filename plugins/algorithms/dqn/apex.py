@@ -1,6 +1,6 @@
 """Ape-X DQN (Horgan et al. 2018): DQN's policies, loss and target updates on distributed prioritized replay.
 
-The training step is :class:`rlgear.execution.apex.ApexTrainer`; this module only names the
+The training step is :class:`rlgear.plugins.families.replay.apex.ApexTrainer`; this module only names the
 combination, its defaults and how a worker's Ape-X epsilon reaches DQN's exploration.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlgear.config.apex import ApexConfig
 from rlgear.config.schema import doc
-from rlgear.execution.apex import ApexTrainer
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
 from rlgear.plugins.algorithms.dqn.dqn import DQN
+from rlgear.plugins.families.replay.apex import ApexTrainer
+from rlgear.plugins.families.replay.apex_config import ApexConfig
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """DQN hyperparameters. Each extension is a switch, so Rainbow-style combinations are configs.
 
-The sampling, replay and n-step keys are the shared :class:`rlgear.config.replay.ReplayConfig`.
+The sampling, replay and n-step keys are the shared :class:`rlgear.plugins.families.replay.config.ReplayConfig`.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from rlgear.config.replay import ReplayConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.replay.config import ReplayConfig
 
 
 @dataclass

@@ -14,7 +14,7 @@ Hessel et al. 2018 as config options):
   4. send the new weights to the rollout workers.
 
 Steps 1, 2 and 4, the replay buffer and its checkpointing are the shared
-:class:`rlgear.execution.replay_trainer.ReplayTrainer`; DQN adds epsilon and the
+:class:`rlgear.plugins.families.replay.replay_trainer.ReplayTrainer`; DQN adds epsilon and the
 periodic target update.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
-from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.dqn.config import DQNConfig
+from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
 # The Q-network's shape and the C51 support are fixed when a policy is built: reset_config() refuses them.
 NETWORK_KEYS = ("dueling", "num_atoms", "v_min", "v_max", "noisy")

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
-from rlgear.execution.schedules import piecewise_linear
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
+from rlgear.blocks.schedules import piecewise_linear
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.dqn.rainbow import (
     NoiseRngState,
     atom_support,

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlgear.execution.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
-from rlgear.execution.schedules import piecewise_linear
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
+from rlgear.blocks.schedules import piecewise_linear
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.dqn.rainbow import NoiseRngState, atom_support, resample_noise, zero_noise
 from rlgear.plugins.backends.torch import ConvEncoder, TargetModel, TorchPolicy, build_model, conv_encoder
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_

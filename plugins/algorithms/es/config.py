@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlgear.config.evolution import EvolutionConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.evolution.config import EvolutionConfig
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """es: the update of Salimans et al. 2017 (Algorithm 2 with antithetic pairs, and their code's tricks).
 
 Per training step, with pairs ``theta +- sigma * eps_i`` scored by whole episodes
-(:class:`rlgear.execution.evolution.EvolutionTrainer`):
+(:class:`rlgear.plugins.families.evolution.evolution.EvolutionTrainer`):
 
 1. fitness shaping: every return is replaced by its centred rank in ``[-0.5, 0.5]``
    over all ``2n`` returns (robust to the returns' scale and outliers);
@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlgear.execution.evolution import EvolutionTrainer
 from rlgear.plugins.algorithms.es.config import ESConfig
+from rlgear.plugins.families.evolution.evolution import EvolutionTrainer
 
 
 def centered_ranks(x: np.ndarray) -> np.ndarray:

@@ -1,10 +1,10 @@
-"""IMPALA hyperparameters: exactly the shared V-trace learner's (:mod:`rlgear.config.vtrace`)."""
+"""IMPALA hyperparameters: exactly the shared V-trace learner's (:mod:`rlgear.plugins.families.vtrace.config`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlgear.config.vtrace import VTraceConfig
+from rlgear.plugins.families.vtrace.config import VTraceConfig
 
 
 @dataclass

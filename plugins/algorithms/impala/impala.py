@@ -1,14 +1,14 @@
 """IMPALA: the shared asynchronous V-trace learner with the plain V-trace actor-critic loss.
 
 The training step, the postprocessing into sequences and the multi-agent padding are
-:class:`rlgear.execution.vtrace_trainer.VTraceTrainer`'s (APPO shares them); IMPALA adds
+:class:`rlgear.plugins.families.vtrace.vtrace_trainer.VTraceTrainer`'s (APPO shares them); IMPALA adds
 only its loss, in one module per backend.
 """
 
 from __future__ import annotations
 
-from rlgear.execution.vtrace_trainer import VTraceTrainer
 from rlgear.plugins.algorithms.impala.config import IMPALAConfig
+from rlgear.plugins.families.vtrace.vtrace_trainer import VTraceTrainer
 
 
 class IMPALA(VTraceTrainer):

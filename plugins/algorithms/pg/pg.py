@@ -33,9 +33,9 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.errors import ConfigError
-from rlgear.execution.postprocessing import add_discounted_returns, trainable_rows
 from rlgear.plugins.algorithms.pg.config import PGConfig
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.postprocessing import add_discounted_returns, trainable_rows
 from rlgear.trainer import Trainer
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlgear.config import RunConfig
-from rlgear.execution.postprocessing import add_gae, trainable_rows
 from rlgear.plugins.algorithms.ppo.config import PPOConfig
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.postprocessing import add_gae, trainable_rows
 from rlgear.trainer import Trainer
 
 

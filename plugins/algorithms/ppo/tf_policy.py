@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.schedules import piecewise_linear
+from rlgear.blocks.schedules import piecewise_linear
 from rlgear.plugins.backends.tf import TFPolicy, clipped_surrogate, masked_mean, normalize_advantages, tf
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rlgear.execution.schedules import piecewise_linear
+from rlgear.blocks.schedules import piecewise_linear
 from rlgear.plugins.backends.torch import TorchPolicy, clipped_surrogate, masked_mean, normalize_advantages
 from rlgear.sample_batch import SampleBatch as SB
 

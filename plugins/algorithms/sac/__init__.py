@@ -6,7 +6,7 @@ the actor maximises ``min_k Q_k(s, a) - alpha log pi(a|s)`` with ``a = tanh(u)``
 the twin critics regress on ``r + gamma (min_k Q'_k(s', a') - alpha log pi(a'|s'))``
 with Polyak-averaged target critics; ``alpha`` is tuned so that the policy's entropy
 stays near ``target_entropy`` (-|A| by default), or fixed. The replay machinery is
-the shared :class:`rlgear.execution.replay_trainer.ReplayTrainer`; the network and
+the shared :class:`rlgear.plugins.families.replay.replay_trainer.ReplayTrainer`; the network and
 loss live in ``torch_policy``.
 """
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlgear.config.replay import ActorCriticReplayConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.replay.config import ActorCriticReplayConfig
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any
 
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
-from rlgear.execution.replay_trainer import ReplayTrainer
 from rlgear.plugins.algorithms.sac.config import SACConfig
+from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
 # Keys the policy reads once, when it builds log_alpha and its optimizer: reset_config can't apply them.
 _BUILT_ONCE = ("tune_alpha", "initial_alpha")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from rlgear.execution.replay_buffers import NEXT_OBS
-from rlgear.execution.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.replay_buffers import NEXT_OBS
+from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.backends.tf import OffPolicyTFPolicy, tf
 from rlgear.sample_batch import SampleBatch as SB
 

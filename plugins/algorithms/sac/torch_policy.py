@@ -8,9 +8,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlgear.execution.replay_buffers import NEXT_OBS
-from rlgear.execution.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
-from rlgear.execution.target_network import TargetNetworkState
+from rlgear.blocks.replay_buffers import NEXT_OBS
+from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
+from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.backends.torch import OffPolicyTorchPolicy
 from rlgear.sample_batch import SampleBatch as SB
 

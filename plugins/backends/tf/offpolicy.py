@@ -8,7 +8,7 @@
   optimizer, one gradient step per :meth:`learn_on_batch` (a compiled ``tf.function``
   that also does the Polyak update of the targets, so one call per step), actions
   squashed by tanh and rescaled to the Box bounds, acting through the numpy twin
-  :class:`rlgear.execution.squashed_inference.NumpyTanhActor`.
+  :class:`rlgear.blocks.squashed_inference.NumpyTanhActor`.
 
 The actor's loss reads the critics through ``tf.stop_gradient`` of their variables,
 so each loss reaches only its own parameters and one optimizer step equals separate
@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
-from rlgear.execution.squashed_inference import NumpyTanhActor
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.blocks.squashed_inference import NumpyTanhActor
 from rlgear.plugins.backends.tf.models import ACTIVATIONS, Dense
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
 from rlgear.plugins.backends.tf.policy import TFPolicy, _columns_key, _spec

@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
+from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
+from rlgear.blocks.schedules import piecewise_linear
 from rlgear.config.conv import conv_layers
-from rlgear.execution.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
-from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
-from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.tf.distributions import action_noise_width, distribution_class
 from rlgear.plugins.backends.tf.models import ActorCriticMLP, build_model, named_variables
 from rlgear.plugins.backends.tf.optimizers import make_optimizer

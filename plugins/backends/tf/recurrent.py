@@ -1,7 +1,7 @@
 """The catalog LSTM actor-critic on TensorFlow (``model.lstm``), the torch catalog's twin.
 
 Network and framework-neutral names as documented in
-:mod:`rlgear.execution.lstm_inference`: ``shared/conv_<i>`` (images), ``shared/hidden_<i>``, ``lstm/kernel``
+:mod:`rlgear.blocks.lstm_inference`: ``shared/conv_<i>`` (images), ``shared/hidden_<i>``, ``lstm/kernel``
 ``[in, 4*cell]``, ``lstm/recurrent_kernel`` ``[cell, 4*cell]``, ``lstm/bias``
 ``[4*cell]`` (gates i, f, g, o, as torch and Keras order them), ``policy/output``,
 ``value/output`` (``policy/log_std`` for Box actions). The layer holds its own variables
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.lstm_inference import lstm_input_size
+from rlgear.blocks.lstm_inference import lstm_input_size
 from rlgear.plugins.backends.tf.models import ConvEncoder, Dense, DenseStack, orthogonal
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.spaces import Discrete, Space

@@ -1,6 +1,6 @@
 """What every V-trace learner's TF policy shares (IMPALA, APPO); the torch backend's twin, op for op.
 
-The batch holds sequences ``[N, T+1, ...]`` (see :mod:`rlgear.execution.vtrace_trainer`);
+The batch holds sequences ``[N, T+1, ...]`` (see :mod:`rlgear.plugins.families.vtrace.vtrace_trainer`);
 the base class' minibatch gather takes whole sequences (rows are sequences), as the
 torch base class does. The compiled learn step has a dynamic ``N`` and a static
 ``T+1`` (the unroll length, fixed by ``rollout_fragment_length``), so it is traced once

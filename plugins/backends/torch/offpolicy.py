@@ -8,7 +8,7 @@
   some of them moved by Polyak averaging after every gradient step, one gradient
   step per :meth:`learn_on_batch` on the replayed minibatch, actions squashed by
   tanh and rescaled to the Box bounds, and acting through the numpy twin
-  :class:`rlgear.execution.squashed_inference.NumpyTanhActor`. A subclass gives
+  :class:`rlgear.blocks.squashed_inference.NumpyTanhActor`. A subclass gives
   the actor's output width, the loss and the exploration.
 
 One optimizer steps all parameters on the sum of the critic, actor (and SAC's
@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlgear.execution.replay_buffers import NEXT_OBS, WEIGHTS
-from rlgear.execution.squashed_inference import NumpyTanhActor
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.blocks.squashed_inference import NumpyTanhActor
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
 from rlgear.plugins.backends.torch.policy import TorchPolicy, clip_gradients
 from rlgear.policy import PolicyState

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
+from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
+from rlgear.blocks.schedules import piecewise_linear
 from rlgear.config.conv import conv_layers
-from rlgear.execution.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
-from rlgear.execution.lstm_inference import NumpyLSTMActorCritic
-from rlgear.execution.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.distributions import distribution_class
 from rlgear.plugins.backends.torch.models import (
     ActorCriticMLP,

@@ -1,7 +1,7 @@
 """The catalog LSTM actor-critic on torch (``model.lstm``).
 
 The network and its framework-neutral weight names are documented in
-:mod:`rlgear.execution.lstm_inference` (the numpy twin): for image observations (or
+:mod:`rlgear.blocks.lstm_inference` (the numpy twin): for image observations (or
 an image-plus-vector layout) the conv trunk ``shared/conv_<i>``, an MLP trunk
 ``shared/hidden_<i>``, one LSTM layer ``lstm/{kernel,recurrent_kernel,bias}``
 (gates i, f, g, o), then ``policy/output`` and ``value/output``.
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlgear.execution.lstm_inference import lstm_input_size
+from rlgear.blocks.lstm_inference import lstm_input_size
 from rlgear.plugins.backends.torch.models import ConvEncoder, _dense_stack, _head, orthogonal_
 from rlgear.spaces import Discrete, Space
 

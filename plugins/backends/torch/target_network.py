@@ -2,7 +2,7 @@
 
 APPO takes its importance ratios against it; DQN (with Rainbow and Ape-X) bootstraps its
 TD targets from it. A policy mixes :class:`TargetModel` in before its base class (after
-:class:`rlgear.execution.target_network.TargetNetworkState`, which saves the copy in
+:class:`rlgear.blocks.target_network.TargetNetworkState`, which saves the copy in
 checkpoints under ``target/``) and calls :meth:`TargetModel.make_target_model` once its
 model exists. The TF backend's
 ``TargetModel`` has the same methods, and both name and lay out the target weights as

@@ -1,6 +1,6 @@
 """What every V-trace learner's torch policy shares (IMPALA, APPO): the sequence unroll and V-trace.
 
-The batch holds sequences ``[N, T+1, ...]`` (see :mod:`rlgear.execution.vtrace_trainer`).
+The batch holds sequences ``[N, T+1, ...]`` (see :mod:`rlgear.plugins.families.vtrace.vtrace_trainer`).
 :meth:`VTraceTorchPolicy.unroll` runs a network (the learner's, or APPO's target
 network) over every step and returns time-major ``[T+1, N]`` log-probabilities,
 entropies and values; :meth:`VTraceTorchPolicy.vtrace_targets` computes V-trace

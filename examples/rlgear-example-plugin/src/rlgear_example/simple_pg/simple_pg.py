@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from rlgear.config import RunConfig
-from rlgear.execution.postprocessing import trainable_rows
-from rlgear.execution.rollout_ops import synchronous_parallel_sample
+from rlgear.distributed.rollout_ops import synchronous_parallel_sample
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.postprocessing import trainable_rows
 from rlgear.trainer import Trainer
 from rlgear.value_ops import discounted_return
 from rlgear_example.simple_pg.config import SimplePGConfig

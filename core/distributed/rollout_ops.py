@@ -41,7 +41,7 @@ def synchronous_parallel_sample(workers: Any, min_env_steps: int) -> tuple[Sampl
     env steps (transitions) it holds.
     """
     if getattr(workers, "has_remote_workers", False):  # remote workers sample, the local one only learns
-        from rlgear.execution.async_ops import synchronous_remote_sample
+        from rlgear.distributed.async_ops import synchronous_remote_sample
 
         return synchronous_remote_sample(workers, min_env_steps)
     per_round = sum(worker.steps_per_sample for worker in workers.workers())
@@ -67,7 +67,7 @@ def synchronous_parallel_sample_with_episodes(
     still reach the run's metrics as usual.
     """
     if getattr(workers, "has_remote_workers", False):
-        from rlgear.execution.async_ops import synchronous_remote_sample
+        from rlgear.distributed.async_ops import synchronous_remote_sample
 
         return synchronous_remote_sample(workers, min_env_steps, with_episodes=True)
     per_round = sum(worker.steps_per_sample for worker in workers.workers())
@@ -90,12 +90,12 @@ def parallel_rollouts(workers: Any, mode: str = "sync") -> Iterator[tuple[Sample
     ``mode="sync"`` waits for every worker each round; ``mode="async"`` yields
     each remote worker's batch as soon as it arrives, keeping
     ``workers.max_requests_in_flight_per_worker`` requests queued per worker
-    (:class:`rlgear.execution.async_ops.AsyncSampler`).
+    (:class:`rlgear.distributed.async_ops.AsyncSampler`).
     """
     if mode not in ("sync", "async"):
         raise ValueError(f"parallel_rollouts mode {mode!r} is not available; use 'sync' or 'async'")
     if mode == "async":
-        from rlgear.execution.async_ops import AsyncSampler
+        from rlgear.distributed.async_ops import AsyncSampler
 
         sampler = AsyncSampler(workers, workers.config.workers.max_requests_in_flight_per_worker)
         while True:
@@ -125,12 +125,16 @@ def train_one_step(
     batch: SampleBatch | MultiAgentBatch,
     policies_to_train: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """Learn on ``batch`` (the policy's minibatch SGD), then send the new weights to the workers.
+    """Learn on ``batch``, then send the new weights to the workers.
 
-    With a :class:`MultiAgentBatch`, ``policy`` is the policy set (``{id: Policy}``): each policy
-    of ``policies_to_train`` (default: all) learns on its own rows; stats are ``<id>/<key>``.
+    ``policy`` is the trainer's :class:`~rlgear.learner.Learner` (``Learner.update``: with a
+    :class:`MultiAgentBatch` each trained policy learns on its own rows, stats ``<id>/<key>``), or,
+    as before the Learner, one Policy or the policy set (``{id: Policy}``, each policy of
+    ``policies_to_train``, default all, learning on its own rows).
     """
-    if isinstance(batch, MultiAgentBatch):
+    if hasattr(policy, "update") and policies_to_train is None:
+        stats = policy.update(batch)
+    elif isinstance(batch, MultiAgentBatch):
         stats = learn_per_policy(policy, batch, policies_to_train)
     else:
         stats = policy.learn_on_batch(batch)

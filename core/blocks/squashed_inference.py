@@ -1,6 +1,6 @@
 """Acting with the off-policy continuous actors (SAC, TD3, DDPG) in numpy, from framework-neutral weights.
 
-Why: as for :mod:`rlgear.execution.inference`, acting is a handful of observations
+Why: as for :mod:`rlgear.blocks.inference`, acting is a handful of observations
 through a small MLP, where a framework's per-op dispatch costs more than the
 arithmetic. SAC, TD3 and DDPG act once per env step, so the twin matters most here.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlgear.execution.inference import ACTIVATIONS, _with_bias_row
+from rlgear.blocks.inference import ACTIVATIONS, _with_bias_row
 
 #: SAC's log-std clip (as Stable-Baselines3 and Haarnoja et al.'s code): keeps exp(log_std) finite.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0

@@ -1,12 +1,12 @@
 """Acting with the catalog LSTM actor-critic in numpy, from framework-neutral weights.
 
-Why: as for the MLP (:mod:`rlgear.execution.inference`), acting on a handful of
+Why: as for the MLP (:mod:`rlgear.blocks.inference`), acting on a handful of
 observations per step is dominated by a framework's per-op dispatch; one LSTM
 step in numpy is a few matmuls. Learning always runs in the framework.
 
 The network (both backends build the same one; names are framework-neutral):
   * ``shared/conv_<i>``: for image observations (or an image-plus-vector layout), the
-    conv trunk of :mod:`rlgear.config.conv` (in numpy: :mod:`rlgear.execution.conv_inference`);
+    conv trunk of :mod:`rlgear.config.conv` (in numpy: :mod:`rlgear.blocks.conv_inference`);
   * ``shared/hidden_<i>``: the MLP trunk (``model.hidden_sizes``, ``model.activation``);
   * the LSTM input: the trunk's output, then the previous action (one-hot for
     Discrete; ``lstm_use_prev_action``), then the previous reward (``lstm_use_prev_reward``);
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlgear.blocks.conv_inference import NumpyConvTrunk
+from rlgear.blocks.inference import NumpyActorCritic
 from rlgear.config.conv import ConvSpec
-from rlgear.execution.conv_inference import NumpyConvTrunk
-from rlgear.execution.inference import NumpyActorCritic
 from rlgear.spaces import Discrete, Space
 
 

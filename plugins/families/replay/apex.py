@@ -11,7 +11,7 @@ base's policies, losses and target-network updates are reused as they are. The f
   ``i`` of ``N`` explores with ``eps_i = worker_epsilon_base ** (1 + worker_epsilon_alpha * i /
   (N - 1))`` (:func:`worker_epsilons`): epsilon for DQN, the noise scale for DDPG/TD3.
 - **Replay shards**: ``replay_shards`` prioritized buffers in Ray actors
-  (:mod:`rlgear.execution.replay_shards`); a dead one is replaced by an empty one
+  (:mod:`rlgear.plugins.families.replay.replay_shards`); a dead one is replaced by an empty one
   (``num_replay_shard_restarts`` and ``num_replay_rows_lost`` in results).
 - **The learner** (the driver) takes ``training_intensity / train_batch_size`` gradient steps per
   sampled env step on minibatches requested ahead from the shards (round robin, up to
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.blocks.replay_buffers import BATCH_INDEXES
 from rlgear.config import RunConfig
-from rlgear.execution.async_ops import RequestPool
-from rlgear.execution.replay_buffers import BATCH_INDEXES
-from rlgear.execution.replay_shards import ReplayShardSet, ShardSampler
-from rlgear.execution.replay_trainer import ReplayTrainer
+from rlgear.distributed.async_ops import RequestPool
+from rlgear.plugins.families.replay.replay_shards import ReplayShardSet, ShardSampler
+from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
 
 def worker_epsilons(num_workers: int, base: float, alpha: float) -> list[float]:

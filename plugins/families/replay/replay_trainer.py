@@ -17,7 +17,7 @@ policy's resolved config. The replay buffers are saved in checkpoints
 (``training.store_buffer_in_checkpoints``): a single policy's arrays under ``replay_buffer/``
 (as before multi-agent), several under ``replay_buffer/<policy id>/``, the JSON part in the
 algorithm state. An
-algorithm subclasses this with its config (a :class:`rlgear.config.replay.ReplayConfig`)
+algorithm subclasses this with its config (a :class:`rlgear.plugins.families.replay.config.ReplayConfig`)
 and policies; its policy's ``learn_on_batch`` leaves ``td_errors`` (per row, in the
 batch's order) for prioritized replay.
 """
@@ -30,16 +30,16 @@ from typing import Any
 import numpy as np
 
 from rlgear import config as config_mod
-from rlgear.config import RunConfig, multiagent
-from rlgear.errors import CheckpointError
-from rlgear.execution.replay_buffers import (
+from rlgear.blocks.replay_buffers import (
     BATCH_INDEXES,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     n_step_transitions,
 )
-from rlgear.execution.rollout_ops import replay, synchronous_parallel_sample
-from rlgear.execution.schedules import piecewise_linear
+from rlgear.blocks.schedules import piecewise_linear
+from rlgear.config import RunConfig, multiagent
+from rlgear.distributed.rollout_ops import replay, synchronous_parallel_sample
+from rlgear.errors import CheckpointError
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.trainer import Trainer
 

@@ -1,4 +1,4 @@
-"""The Ray-actor form of an :class:`~rlgear.execution.evaluator.Evaluator`.
+"""The Ray-actor form of an :class:`~rlgear.sampling.rollout_worker.RolloutWorker`.
 
 :class:`RemoteEvaluator` is a plain class; :func:`make_actor_class` turns it
 into a Ray actor class only when remote workers are asked for, so importing
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.evaluator import Evaluator, PostprocessFn, env_seed, worker_seed
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.rollout_worker import PostprocessFn, RolloutWorker, env_seed, worker_seed
 
 
 def writable(arrays: dict[str, Any]) -> dict[str, Any]:
@@ -36,11 +36,11 @@ def writable(arrays: dict[str, Any]) -> dict[str, Any]:
 
 
 class RemoteEvaluator:
-    """One remote rollout worker: an Evaluator with its own backend, seeds and hooks.
+    """One remote rollout worker: an RolloutWorker with its own backend, seeds and hooks.
 
     Args:
         config: the resolved RunConfig (picklable plain data).
-        policy_class, env_adapter_class, postprocess_fn: as for Evaluator
+        policy_class, env_adapter_class, postprocess_fn: as for RolloutWorker
             (pickled by reference: the worker imports the same modules).
         worker_index: the worker's stable slot id (1..N); a replacement
             actor gets the slot id of the one it replaces.
@@ -74,7 +74,7 @@ class RemoteEvaluator:
         # its own seed so workers don't draw identical action noise, then hand the
         # evaluator the run's config back (its envs are reseeded the documented way).
         policy_config = dataclasses.replace(config, seed=seed)
-        self.evaluator = Evaluator(
+        self.evaluator = RolloutWorker(
             policy_config, policy_class, env_adapter_class, postprocess_fn, worker_index, hooks, check_spaces
         )
         self.evaluator.config = config
@@ -103,11 +103,6 @@ class RemoteEvaluator:
 
     def sample_with_episodes(self) -> tuple[SampleBatch, int, list[dict[str, Any]]]:
         return self.evaluator.sample_with_episodes()
-
-    def evaluate_population(
-        self, parameters: np.ndarray, episodes_per_candidate: int = 1, report_episodes: bool = False
-    ) -> Any:
-        return self.evaluator.evaluate_population(parameters, episodes_per_candidate, report_episodes)
 
     def compute_gradients_with_count(self) -> tuple[dict[str, np.ndarray], dict[str, float], int]:
         """Sample one batch and return the policy's gradients on it (A3C's worker step)."""
@@ -143,7 +138,7 @@ def make_actor_class(num_cpus: float, num_gpus: float) -> Any:
     the current weights (Ray's own restart would rerun ``__init__`` with the
     initial weights and hide the failure from the restart count).
     """
-    from rlgear.execution.ray_session import import_ray
+    from rlgear.distributed.ray_session import import_ray
 
     ray = import_ray()
     return ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0, max_concurrency=1)(
@@ -157,7 +152,7 @@ def warn_if_oversubscribed(num_workers: int, num_cpus_per_worker: float) -> None
     A local Ray is started with exactly the CPUs the workers ask for, so such a
     run still works, but its workers share cores and sample slower than fewer
     workers would: the user should know. (A cluster, or a Ray the user started,
-    has its own CPU count, checked by :func:`rlgear.execution.ray_session.check_resources`.)
+    has its own CPU count, checked by :func:`rlgear.distributed.ray_session.check_resources`.)
     """
     asked, cores = num_workers * num_cpus_per_worker, os.cpu_count() or 1
     if asked > cores:
@@ -174,7 +169,7 @@ class RemoteWorkerFactory:
     """Starts, health-checks and kills the remote evaluator actors of one WorkerSet.
 
     Created only when ``workers.num_workers > 0``: it starts (or attaches to)
-    Ray through :func:`rlgear.execution.ray_session.init_ray` and checks up front that
+    Ray through :func:`rlgear.distributed.ray_session.init_ray` and checks up front that
     the cluster can ever hold the workers.
     """
 
@@ -187,7 +182,7 @@ class RemoteWorkerFactory:
         hooks: Any = None,
         check_spaces: Callable[[Any, Any, Any], None] | None = None,
     ):
-        from rlgear.execution import ray_session
+        from rlgear.distributed import ray_session
 
         w = config.workers
         started_local_ray = ray_session.init_ray(
@@ -236,7 +231,7 @@ class RemoteWorkerFactory:
 
         Returned once each answers; workers that can't be placed give a resource error.
         """
-        from rlgear.execution.ray_session import RayResourceError
+        from rlgear.distributed.ray_session import RayResourceError
 
         launched = {worker_id: self.launch(worker_id, config) for worker_id in worker_ids}
         handles = {worker_id: handle for worker_id, (handle, _) in launched.items()}
@@ -272,7 +267,7 @@ class RemoteWorkerFactory:
             self.ray.kill(handle, no_restart=True)
 
     def check_restart_allowed(self, worker_id: int, restarts: int, error: BaseException | None) -> None:
-        from rlgear.execution.ray_session import WorkerFailureError
+        from rlgear.distributed.ray_session import WorkerFailureError
 
         w = self.config.workers
         why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}" if error else ""
@@ -293,8 +288,8 @@ class RemoteWorkerFactory:
         An :class:`~rlgear.errors.RLGearError` raised inside the worker comes
         back as itself, so the CLI shows its message, not a Ray traceback.
         """
+        from rlgear.distributed.ray_session import is_actor_failure
         from rlgear.errors import RLGearError
-        from rlgear.execution.ray_session import is_actor_failure
 
         if is_actor_failure(err):
             return

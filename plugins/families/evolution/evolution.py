@@ -16,17 +16,17 @@ here, once, and each plugin is its config and its ``update``:
   :class:`PerturbationTask` (noise indices), builds the candidates from the
   ``theta`` it received once per training step (``WorkerSet.sync_weights``,
   one object-store put) and scores them in one vectorized pass over its env
-  slots (:meth:`~rlgear.execution.evaluator.Evaluator.evaluate_population`).
+  slots (:func:`~rlgear.plugins.families.evolution.population.evaluate_population`).
   It returns only noise indices, returns and lengths;
 - **perturbation bookkeeping and fault tolerance** (:meth:`EvolutionTrainer.training_step`
-  over :func:`rlgear.execution.async_ops.run_tasks`): tasks lost with a dead
+  over :func:`rlgear.distributed.async_ops.run_tasks`): tasks lost with a dead
   worker are re-issued (``learner/num_reissued_tasks``), env steps of every
   delivered episode are counted;
 - **reporting**: the unperturbed policy plays ``training.report_episodes`` per step,
   and only those episodes feed ``episode_return_mean``.
 
 Observation filtering is the evaluators' own (``model.observation_filter: mean_std``,
-:mod:`rlgear.execution.observation_filter`, merged across workers with the weights).
+:mod:`rlgear.sampling.observation_filter`, merged across workers with the weights).
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.config import RunConfig
-from rlgear.config.evolution import EvolutionConfig
+from rlgear.distributed.async_ops import run_tasks
 from rlgear.errors import CheckpointError
-from rlgear.execution.async_ops import run_tasks
 from rlgear.numpy_policy import NumpyMLPPolicy
+from rlgear.plugins.families.evolution.config import EvolutionConfig
+from rlgear.plugins.families.evolution.population import evaluate_population
 from rlgear.trainer import Trainer
 
 
@@ -122,7 +123,7 @@ def run_perturbation_task(evaluator: Any, task: PerturbationTask) -> tuple[Pertu
     eps = table.get_many(task.noise_indices, theta.size)
     k = len(task.noise_indices)
     candidates = np.concatenate([theta + task.noise_stdev * eps, theta - task.noise_stdev * eps])
-    scored = evaluator.evaluate_population(candidates, 1)
+    scored = evaluate_population(evaluator, candidates, 1)
     steps = scored.env_steps
     result = PerturbationResult(
         np.asarray(task.noise_indices, np.int64),
@@ -130,7 +131,7 @@ def run_perturbation_task(evaluator: Any, task: PerturbationTask) -> tuple[Pertu
         np.stack([scored.lengths[:k, 0], scored.lengths[k:, 0]], axis=1),
     )
     if task.report_episodes:
-        report = evaluator.evaluate_population(theta[None], task.report_episodes, report_episodes=True)
+        report = evaluate_population(evaluator, theta[None], task.report_episodes, report_episodes=True)
         result.report_returns = report.returns[0]
         steps += report.env_steps
     return result, steps
@@ -145,7 +146,7 @@ class EvolutionTrainer(Trainer):
     """
 
     config_class: ClassVar[type] = EvolutionConfig
-    policies: ClassVar[dict[str, str]] = {"*": "rlgear.execution.evolution:EvolutionPolicy"}
+    policies: ClassVar[dict[str, str]] = {"*": "rlgear.plugins.families.evolution.evolution:EvolutionPolicy"}
     action_spaces = frozenset({"discrete", "continuous"})
 
     def setup(self, config: RunConfig) -> None:

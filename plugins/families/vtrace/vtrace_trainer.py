@@ -19,13 +19,13 @@ fragment into ``B`` rows of ``T+1`` steps (``[B, T+1, ...]``, the last step is
 the bootstrap), because V-trace runs along time inside the loss.
 
 On a multi-agent env each agent's stream is compacted at the fragment cut
-(:mod:`rlgear.execution.multi_agent`), so it may hold fewer than ``T+1`` rows (an
+(:mod:`rlgear.sampling.sampler`), so it may hold fewer than ``T+1`` rows (an
 agent that joined late or finished early). Such a stream is padded at its end to
 ``T+1`` rows (:func:`pad_agent_stream`), so the learner still gets one fixed
 length and V-trace runs along one agent's stream only.
 
 An algorithm subclasses :class:`VTraceTrainer` with its name, config (a
-:class:`rlgear.config.vtrace.VTraceConfig`) and policies, whose ``loss`` reads the
+:class:`rlgear.plugins.families.vtrace.config.VTraceConfig`) and policies, whose ``loss`` reads the
 sequences this trainer makes.
 """
 
@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 
 from rlgear.config import RunConfig
+from rlgear.distributed.async_ops import AsyncSampler
+from rlgear.distributed.rollout_ops import learn_per_policy
 from rlgear.errors import ConfigError
-from rlgear.execution.async_ops import AsyncSampler
-from rlgear.execution.rollout_ops import learn_per_policy
-from rlgear.execution.sequences import makes_own_sequences
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
+from rlgear.sampling.sequences import makes_own_sequences
 from rlgear.timestep import StepType
 from rlgear.trainer import Trainer
 

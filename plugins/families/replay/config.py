@@ -1,7 +1,7 @@
 """The hyperparameters every replay-based algorithm shares: sampling, the replay buffer, n-step returns.
 
 DQN, SAC, TD3 and DDPG subclass :class:`ReplayConfig` (through their own config
-classes) and are trained by :class:`rlgear.execution.replay_trainer.ReplayTrainer`,
+classes) and are trained by :class:`rlgear.plugins.families.replay.replay_trainer.ReplayTrainer`,
 which reads exactly these keys. ``train_batch_size`` here is the replay minibatch
 (rows per gradient step), as in RLlib's DQN; how many env steps a training step
 samples is ``env_steps_per_training_step``, and ``training_intensity`` sets how

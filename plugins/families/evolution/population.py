@@ -118,10 +118,10 @@ def parallel_evaluate_population(
 
     The parameter vectors travel to the workers with the request: fine for small policies (a
     CEM over a linear policy); an algorithm over large vectors sends noise indices instead
-    (:mod:`rlgear.execution.evolution`). A worker that dies has its share re-issued
-    (:func:`rlgear.execution.async_ops.run_tasks`).
+    (:mod:`rlgear.plugins.families.evolution.evolution`). A worker that dies has its share re-issued
+    (:func:`rlgear.distributed.async_ops.run_tasks`).
     """
-    from rlgear.execution.async_ops import run_tasks
+    from rlgear.distributed.async_ops import run_tasks
 
     parameters = np.asarray(parameters, np.float32)
     shares = max(1, len(workers.remote_worker_ids)) if workers.has_remote_workers else 1

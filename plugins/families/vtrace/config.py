@@ -1,7 +1,7 @@
 """The hyperparameters every V-trace learner shares (IMPALA, APPO): the learner batch, V-trace's clips.
 
 IMPALA and APPO subclass :class:`VTraceConfig` (through their own config classes) and
-are trained by :class:`rlgear.execution.vtrace_trainer.VTraceTrainer`, which reads
+are trained by :class:`rlgear.plugins.families.vtrace.vtrace_trainer.VTraceTrainer`, which reads
 ``train_batch_size`` and ``broadcast_interval``; their policies' losses read the
 ``vtrace_*`` keys and the loss weights. Defaults after the IMPALA paper and RLlib's IMPALA.
 """

@@ -2,7 +2,7 @@
 
 A :class:`PolicyCollector` serves one policy over a fixed set of *slots*: the env slots of a
 single-agent env, or the (env slot, agent) pairs a multi-agent env maps to the policy. The one
-sampling loop, :class:`~rlgear.execution.multi_agent.MultiAgentSampler` (a single-agent env is its
+sampling loop, :class:`~rlgear.sampling.sampler.MultiAgentSampler` (a single-agent env is its
 one-agent case), goes through it, so a policy sees the same preprocessed, filtered observations and keeps its
 recurrent state per slot however many agents an env has.
 """
@@ -10,13 +10,14 @@ recurrent state per slot however many agents an env has.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from rlgear.execution.observation_filter import make_observation_filter
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.observation_filter import make_observation_filter
 from rlgear.spaces import Box, Dict, MultiDiscrete, Space, Tuple, clip_action, unflatten_action
 from rlgear.timestep import StepType, TimeStep
 
@@ -34,6 +35,9 @@ class PolicyCollector:
         config: the run config as this policy sees it (its ``multiagent`` overrides applied).
         num_slots: how many slots the policy acts on (its recurrent state has one row each).
         env_name: for error messages of the preprocessing.
+        policy_factory: ``(policy id, observation space, action space) -> Policy``, where the policy
+            comes from: the in-process rollout worker acts with the learner's policies
+            (:meth:`rlgear.learner.Learner.add_policy`); None builds the worker's own acting copy.
     """
 
     def __init__(
@@ -45,6 +49,7 @@ class PolicyCollector:
         config: Any,
         num_slots: int,
         env_name: str,
+        policy_factory: Callable[[str, Space, Space], Any] | None = None,
     ):
         self.policy_id = policy_id
         self.config = config
@@ -54,7 +59,10 @@ class PolicyCollector:
         self.preprocessor = ObservationPreprocessor(observation_space, action_space, env_name)
         #: ``model.observation_filter`` (None when off): applied to every preprocessed observation.
         self.obs_filter = make_observation_filter(config.model, self.preprocessor.observation_space)
-        self.policy = policy_class(self.preprocessor.observation_space, action_space, config)
+        if policy_factory is None:
+            self.policy = policy_class(self.preprocessor.observation_space, action_space, config)
+        else:
+            self.policy = policy_factory(policy_id, self.preprocessor.observation_space, action_space)
         self.policy.defer_extras = True  # the sampler calls finish_fragment on every row it records
         space = action_space
         self.mask_blocks = space.nvec if isinstance(space, MultiDiscrete) else (getattr(space, "n", 0),)

@@ -1,7 +1,7 @@
 """Replay shards: prioritized replay buffers in Ray actors, Ape-X's distributed replay.
 
 :class:`ReplayShard` is a plain class wrapping a
-:class:`~rlgear.execution.replay_buffers.PrioritizedReplayBuffer`; :class:`ReplayShardSet`
+:class:`~rlgear.blocks.replay_buffers.PrioritizedReplayBuffer`; :class:`ReplayShardSet`
 turns it into Ray actors only when an Ape-X run starts, so importing this module never imports
 Ray. Rollout workers call :meth:`ReplayShard.add` directly (their fragments never pass through
 the driver); the learner calls :meth:`ReplayShard.sample` and
@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.remote_worker import writable
-from rlgear.execution.replay_buffers import PrioritizedReplayBuffer
+from rlgear.blocks.replay_buffers import PrioritizedReplayBuffer
+from rlgear.distributed.remote_worker import writable
 from rlgear.sample_batch import SampleBatch
 
 
 class ReplayShard:
     """One shard: a prioritized replay buffer that takes rows with their initial priorities.
 
-    Args: as :class:`~rlgear.execution.replay_buffers.PrioritizedReplayBuffer`.
+    Args: as :class:`~rlgear.blocks.replay_buffers.PrioritizedReplayBuffer`.
     """
 
     def __init__(self, capacity: int, alpha: float, beta: float, eps: float, seed: int | None):
@@ -80,7 +80,7 @@ class ReplayShardSet:
     def __init__(
         self, num_shards: int, capacity: int, alpha: float, beta: float, eps: float, seed: int | None
     ):
-        from rlgear.execution.ray_session import import_ray
+        from rlgear.distributed.ray_session import import_ray
 
         self.ray = import_ray()
         self._actor_class = self.ray.remote(num_cpus=0, max_restarts=0)(ReplayShard)
@@ -116,7 +116,7 @@ class ReplayShardSet:
 
     def sizes(self) -> list[int]:
         """Rows held by each shard; a dead shard is replaced (and counts 0)."""
-        from rlgear.execution.ray_session import is_actor_failure
+        from rlgear.distributed.ray_session import is_actor_failure
 
         refs = [(i, handle, handle.size.remote()) for i, handle in enumerate(self.shards)]
         out = []
@@ -171,7 +171,7 @@ class ShardSampler:
 
         A dead shard's request comes back as ``(index, None, None)`` after the shard was replaced.
         """
-        from rlgear.execution.ray_session import is_actor_failure
+        from rlgear.distributed.ray_session import is_actor_failure
 
         ready, _ = self.shards.ray.wait(list(self._refs), num_returns=1)
         ref = next(r for r in self._refs if r in set(ready))

@@ -1,6 +1,6 @@
 """Sampling a :class:`~rlgear.env.MultiAgentVectorEnv`: one collector per policy, one stream per agent.
 
-Each policy's :class:`~rlgear.execution.collector.PolicyCollector` acts on its *slots*, the
+Each policy's :class:`~rlgear.sampling.collector.PolicyCollector` acts on its *slots*, the
 (agent, env slot) pairs the policy mapping gives it; slot ``a * num_envs + i`` is the
 policy's ``a``-th agent in env slot ``i``. Every env step, each policy computes actions once,
 for its active slots only, and the rows of the step are recorded time-major ``[T, S]`` with the
@@ -26,10 +26,10 @@ import numpy as np
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv
 from rlgear.errors import ConfigError, UnsupportedError
-from rlgear.execution.collector import PolicyCollector, take_rows
-from rlgear.execution.metrics import Episode, env_info_row
-from rlgear.execution.sequences import chop_into_sequences
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.sampling.collector import PolicyCollector, take_rows
+from rlgear.sampling.metrics import Episode, env_info_row
+from rlgear.sampling.sequences import chop_into_sequences
 from rlgear.timestep import StepType, TimeStep
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
@@ -81,7 +81,7 @@ class OneAgentEnv(MultiAgentVectorEnv):
     The agent's TimeStep is the env's own (``valid`` and ``info`` included); its episode ends at its
     LAST. A row with ``TimeStep.valid`` False (an external client dropped) stays *active*: it is
     recorded like any row and turned into a LAST row at the fragment cut
-    (:func:`~rlgear.execution.evaluator.drop_invalid_rows`), as the single-agent evaluator always did.
+    (:func:`~rlgear.sampling.rollout_worker.drop_invalid_rows`), as the single-agent evaluator always did.
     """
 
     AGENT = "agent"
@@ -185,7 +185,7 @@ class _PolicyStream:
 
 
 class MultiAgentSampler:
-    """The recording loop of an :class:`~rlgear.execution.evaluator.Evaluator` (it owns the env),
+    """The recording loop of an :class:`~rlgear.sampling.rollout_worker.RolloutWorker` (it owns the env),
     for multi-agent envs and, through :class:`OneAgentEnv`, for single-agent ones.
 
     ``bootstrap_row`` says what a fragment's bootstrap row is for a slot still active at the cut:

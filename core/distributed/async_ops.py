@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.execution.remote_worker import writable
+from rlgear.distributed.remote_worker import writable
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
 
 
@@ -152,12 +152,12 @@ def synchronous_remote_sample(
     """One synchronous round set over the remote workers (the local evaluator only learns).
 
     Every live worker gets the same number of sample requests, fixed up front
-    as in :func:`rlgear.execution.rollout_ops.synchronous_parallel_sample`. A worker
+    as in :func:`rlgear.distributed.rollout_ops.synchronous_parallel_sample`. A worker
     that dies has its unanswered share re-issued: to its replacement once that
     answers (it starts with the current weights), meanwhile to the live
     workers, so the batch holds only current-policy samples and each
     transition once. With no live worker it waits for one
-    (:meth:`~rlgear.execution.evaluator.WorkerSet.wait_for_live_workers`).
+    (:meth:`~rlgear.distributed.worker_set.WorkerSet.wait_for_live_workers`).
     ``with_episodes``: also return the summaries of the episodes the batch's samples finished.
     """
     workers.poll_replacements()

@@ -15,7 +15,7 @@ Layout of the result (what every loss and the minibatch loop rely on):
     reads it at a sequence's first row only (the initial state of the chunk).
 
 Episode ids are unique per evaluator only, so chop per fragment on the evaluator
-(``Evaluator.sample_with_count`` does) before batches of several workers are
+(``RolloutWorker.sample_with_count`` does) before batches of several workers are
 concatenated.
 """
 

@@ -3,7 +3,7 @@
 Why: a conv policy acting for 8 envs runs one small convolution per layer on a
 handful of frames, where the framework's per-op dispatch costs more than the
 arithmetic (the same reason the MLP has a numpy twin, see
-:mod:`rlgear.execution.inference`). In numpy each layer is an im2col copy, one
+:mod:`rlgear.blocks.inference`). In numpy each layer is an im2col copy, one
 matmul (the bias rides in it: each patch row ends in a 1, each kernel in a bias row) and a
 ReLU, into buffers allocated once per batch size, with the window views over them built once
 too.

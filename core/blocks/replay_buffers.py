@@ -491,7 +491,7 @@ def n_step_transitions(fragment: SampleBatch, n_step: int, gamma: float) -> Samp
     One row per ``(t, b)`` with ``t < T`` whose step is not LAST (the action at a
     LAST step was ignored by the env; row ``T`` is the bootstrap row and the
     next fragment's row 0), in time-major order like
-    :func:`rlgear.execution.postprocessing.trainable_rows`. For such a row, with
+    :func:`rlgear.sampling.postprocessing.trainable_rows`. For such a row, with
     ``k = min(n_step, steps to the episode's LAST, T - t)`` (so a transition
     never runs past an episode's end or the fragment's end):
 

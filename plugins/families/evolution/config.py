@@ -3,7 +3,7 @@
 Both derive from :class:`~rlgear.config.BaseTrainingConfig` (no learning rate,
 optimizer or discount: they take no gradient step) through
 :class:`EvolutionConfig`, and are trained by
-:class:`rlgear.execution.evolution.EvolutionTrainer`, which reads exactly these keys.
+:class:`rlgear.plugins.families.evolution.evolution.EvolutionTrainer`, which reads exactly these keys.
 """
 
 from __future__ import annotations

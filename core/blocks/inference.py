@@ -12,7 +12,7 @@ Learning always runs in the framework. Turn it off with
 Weight names and layouts are the framework-neutral ones (see
 ``ActorCriticMLP``): ``policy/hidden_<i>/kernel`` ``[in, out]`` etc. With image
 observations the conv trunk (``shared/conv_<i>/...``) runs first, in numpy too
-(:mod:`rlgear.execution.conv_inference`).
+(:mod:`rlgear.blocks.conv_inference`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
+from rlgear.blocks.conv_inference import NumpyConvTrunk
 from rlgear.config.conv import ConvSpec
-from rlgear.execution.conv_inference import NumpyConvTrunk
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Discrete, Space
 

@@ -2,15 +2,15 @@
 
 An Ape-X algorithm's config class is ``class ApexDQNConfig(ApexConfig, DQNConfig)``: the base
 algorithm's keys (its loss, target network, exploration) plus the distributed replay's. What the
-keys mean is in :mod:`rlgear.execution.apex`.
+keys mean is in :mod:`rlgear.plugins.families.replay.apex`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlgear.config.replay import ReplayConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.replay.config import ReplayConfig
 
 
 @dataclass

@@ -1,0 +1,156 @@
+"""The Learner contract: what learns, apart from what acts.
+
+A :class:`Learner` owns the trainable policies of a run: their weights, optimizer state, losses and
+the update, and its part of a checkpoint. It is built from the config and the spaces alone, with
+no env and no rollout worker (:meth:`Learner.build`), so a run can learn from data that never came
+from an env, and so learning can move to another device or process without taking an env along.
+
+Rollout workers act. Remote workers (Ray actors) act with copies of the policies they build
+themselves and receive the learner's weights after each update
+(:meth:`~rlgear.distributed.worker_set.WorkerSet.sync_weights`). The in-process rollout worker of
+the embedded default acts through the learner's own policies, whose numpy twins (the acting
+copies of the catalog models, :mod:`rlgear.blocks.inference`) refresh from the weights after each
+update: a second framework model in the same process would cost memory and a weight copy per
+update for nothing.
+
+Where RLlib and Acme put it: RLlib's ``Learner`` (one per learner actor, grouped by a
+``LearnerGroup``) and Acme's ``Learner`` (``step()``, ``get_variables``) play the same part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rlgear.config import multiagent
+from rlgear.errors import UnsupportedError
+from rlgear.policy import Policy, PolicyState
+from rlgear.preprocessing import ObservationPreprocessor
+from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.spaces import Space
+
+__all__ = ["Learner"]
+
+
+class Learner:
+    """The trainable policies of a run and their update.
+
+    Args:
+        config: the resolved :class:`~rlgear.config.RunConfig`.
+        policy_class: the algorithm's policy class for the backend in use
+            (``Trainer.policy_class(config.backend)``).
+
+    Policies are added with :meth:`add_policy` (one per policy id, with the spaces its agents
+    have), or all at once by :meth:`build`. The Trainer builds its learner that way and hands
+    :meth:`add_policy` to the in-process rollout worker, which adds each policy when its env
+    shows the spaces.
+    """
+
+    def __init__(self, config: Any, policy_class: type):
+        self.config = config
+        self.policy_class = policy_class
+        self._policies: dict[str, Policy] = {}
+
+    @classmethod
+    def build(
+        cls,
+        config: Any,
+        policy_class: type,
+        spaces: Mapping[str, tuple[Space, Space]] | tuple[Space, Space],
+        env_name: str = "",
+    ) -> Learner:
+        """A learner with one policy per entry of ``spaces`` (``{policy id: (observation space,
+        action space)}``, or one ``(observation space, action space)`` pair for the single policy
+        ``default``), the spaces as the env gives them. No env is made."""
+        learner = cls(config, policy_class)
+        if isinstance(spaces, tuple):
+            spaces = {multiagent.policy_ids(config)[0]: spaces}
+        for policy_id, (observation_space, action_space) in spaces.items():
+            preprocessed = ObservationPreprocessor(
+                observation_space, action_space, env_name
+            ).observation_space
+            learner.add_policy(policy_id, preprocessed, action_space)
+        return learner
+
+    def add_policy(self, policy_id: str, observation_space: Space, action_space: Space) -> Policy:
+        """Build policy ``policy_id`` for observations as the policy sees them (preprocessed:
+        :attr:`rlgear.preprocessing.ObservationPreprocessor.observation_space`), with its
+        ``multiagent.policies.<id>`` overrides applied, and keep it. Returns the policy."""
+        if policy_id in self._policies:
+            raise ValueError(f"the learner already has a policy '{policy_id}'")
+        policy = self.policy_class(
+            observation_space, action_space, multiagent.policy_config(self.config, policy_id)
+        )
+        self._policies[policy_id] = policy
+        return policy
+
+    # --- the policies -------------------------------------------------------------
+    @property
+    def policy_map(self) -> dict[str, Policy]:
+        """``{policy id: Policy}`` (``{"default": policy}`` for a single-agent run)."""
+        return self._policies
+
+    @property
+    def policy(self) -> Policy:
+        """The one policy of a one-policy run."""
+        if len(self._policies) != 1:
+            raise UnsupportedError(
+                f"this learner has {len(self._policies)} policies ({', '.join(self._policies) or 'none'}): "
+                "use learner.policy_map[policy_id]"
+            )
+        return next(iter(self._policies.values()))
+
+    @property
+    def policies_to_train(self) -> list[str]:
+        """The ids of the policies that learn (``multiagent.policies_to_train``; default all)."""
+        return [pid for pid in multiagent.policies_to_train(self.config) if pid in self._policies]
+
+    # --- learning -----------------------------------------------------------------
+    def set_global_timestep(self, timestep: int) -> None:
+        """Tell every policy the run's env steps, for schedules over ``timesteps_total``."""
+        for policy in self._policies.values():
+            policy.set_global_timestep(timestep)
+
+    def update(self, batch: SampleBatch | MultiAgentBatch) -> dict[str, float]:
+        """Learn on ``batch``; returns learner statistics.
+
+        A :class:`~rlgear.sample_batch.SampleBatch` trains the one policy (its stats as the policy
+        gives them). A :class:`~rlgear.sample_batch.MultiAgentBatch` trains each policy of
+        :attr:`policies_to_train` on its own rows, stats keyed ``<policy id>/<key>``.
+        """
+        if not isinstance(batch, MultiAgentBatch):
+            return self.policy.learn_on_batch(batch)
+        stats: dict[str, float] = {}
+        for policy_id in self.policies_to_train:
+            rows = batch.get(policy_id)
+            if rows is None or len(rows) == 0:
+                continue
+            for key, value in self._policies[policy_id].learn_on_batch(rows).items():
+                stats[f"{policy_id}/{key}"] = value
+        return stats
+
+    # --- weights and state --------------------------------------------------------
+    def get_weights(self, policy_ids: Iterable[str] | None = None) -> dict[str, Any]:
+        """The weights rollout workers act with: a flat ``{name: array}`` for a one-policy run,
+        else ``{policy id: {name: array}}`` (of ``policy_ids``, default all)."""
+        if len(self._policies) == 1 and policy_ids is None:
+            return self.policy.get_weights()
+        ids = self._policies if policy_ids is None else policy_ids
+        return {pid: self._policies[pid].get_weights() for pid in ids}
+
+    def set_weights(self, weights: Mapping[str, Any]) -> None:
+        """Load weights as :meth:`get_weights` gives them."""
+        if len(self._policies) == 1 and not all(isinstance(v, Mapping) for v in weights.values()):
+            self.policy.set_weights(dict(weights))
+            return
+        for policy_id, policy_weights in weights.items():
+            self._policies[policy_id].set_weights(dict(policy_weights))
+
+    def get_state(self) -> dict[str, PolicyState]:
+        """``{policy id: PolicyState}``: weights, optimizer state and counters, for checkpoints."""
+        return {pid: policy.get_state() for pid, policy in self._policies.items()}
+
+    def set_state(self, states: Mapping[str, PolicyState]) -> None:
+        """Restore what :meth:`get_state` returned (policies absent from ``states`` keep theirs)."""
+        for policy_id, state in states.items():
+            self._policies[policy_id].set_state(state)

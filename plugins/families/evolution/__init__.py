@@ -1,0 +1,1 @@
+"""The evolution family: the population evaluation and the ES/ARS training step."""

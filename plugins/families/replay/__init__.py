@@ -1,0 +1,1 @@
+"""The replay family: the replay training loop, and Ape-X with its replay shards."""

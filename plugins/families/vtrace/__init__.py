@@ -1,0 +1,1 @@
+"""The V-trace family: the asynchronous IMPALA/APPO learner."""
