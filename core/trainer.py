@@ -9,11 +9,9 @@ env-step counts, metrics, results, checkpoints and restore.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
-import platform
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,7 +19,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-import rlgear
 from rlgear import config as config_mod
 from rlgear.backend import NoFrameworkBackend, backend_class_for
 from rlgear.config import RunConfig, TrainingConfig, multiagent
@@ -32,14 +29,12 @@ from rlgear.distributed.rollout_ops import standard_metrics, synchronous_paralle
 from rlgear.distributed.worker_set import WorkerSet
 from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
 from rlgear.learner import Learner
-from rlgear.policy import PolicyState
 from rlgear.run import checkpoint as ckpt
+from rlgear.run import trainer_state
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.metrics import MetricsWindow
-from rlgear.sampling.observation_filter import RunningStats
 from rlgear.sampling.postprocessing import trainable_rows
 from rlgear.sampling.rollout_worker import RolloutWorker, env_seed, worker_seed
-from rlgear.spaces import space_from_json
 
 #: The ``policies`` key of a framework-free policy: used under every ``backend:`` value.
 ANY_BACKEND = "*"
@@ -379,37 +374,8 @@ class Trainer:
 
     # --- checkpoints ----------------------------------------------------------------
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Arrays and JSON state for a checkpoint."""
-        arrays: dict[str, np.ndarray] = {}
-        policy_metas: dict[str, Any] = {}
-        for pid, policy in self.policy_map.items():  # policy/<id>/weights/..., policy/<id>/optimizer/...
-            policy_state: PolicyState = policy.get_state()
-            arrays.update({f"{ckpt.policy_prefix(pid)}{k}": v for k, v in policy_state.arrays.items()})
-            policy_metas[pid] = policy_state.meta
-        for key, value in self.backend.get_rng_state().items():
-            arrays[f"rng/{key}"] = value
-        state = {
-            "counters": {
-                "training_iteration": self.iteration,
-                "timesteps_total": self.timesteps_total,
-                "agent_timesteps_total": self.agent_timesteps_total,
-                "episodes_total": self.episodes_total,
-                "time_total_s": self.time_total_s,
-                "restore_epoch": self.restore_epoch,
-            },
-            "metrics_window": self.metrics.get_state(),
-            "fault_counters": self.workers.get_fault_state(),
-            "policy_metas": policy_metas,
-            "algorithm_state": self.get_algorithm_state(),
-        }
-        arrays.update({f"algorithm/{k}": v for k, v in self.get_algorithm_arrays().items()})
-        arrays.update({f"env/{k}": v for k, v in self.workers.get_env_state().items()})
-        several = len(self.policy_map) > 1
-        for pid, obs_filter in self.workers.local_worker.obs_filters.items():
-            # the global statistics (remote workers' deltas merged), per policy
-            prefix = ckpt.obs_filter_prefix(pid, several)
-            arrays.update({f"{prefix}{k}": v for k, v in obs_filter.get_state().items()})
-        return arrays, state
+        """Arrays and JSON state for a checkpoint (:func:`rlgear.run.trainer_state.collect`)."""
+        return trainer_state.collect(self)
 
     def get_algorithm_state(self) -> dict[str, Any]:
         """JSON-able algorithm state beyond the policy (override when there is some)."""
@@ -447,33 +413,7 @@ class Trainer:
         Arrays are copies, so the snapshot stays valid while training goes on
         (population-based training clones weights from these without touching disk).
         """
-        arrays, state = self.get_state()
-        worker = self.workers.local_worker
-        metadata = {
-            "rlgear_version": rlgear.__version__,
-            "algorithm": self.name,
-            "backend": self.backend_name,
-            "training_iteration": self.iteration,
-            "timesteps_total": self.timesteps_total,
-            "observation_space": worker.observation_space.to_json(),
-            "action_space": worker.action_space.to_json(),
-            "policy_spaces": {
-                pid: {
-                    "observation_space": c.observation_space.to_json(),
-                    "action_space": c.action_space.to_json(),
-                }
-                for pid, c in worker.collectors.items()
-            },
-            "python": platform.python_version(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        arrays = {key: np.array(value, copy=True) for key, value in arrays.items()}
-        return {
-            "arrays": arrays,
-            "state": copy.deepcopy(state),
-            "config": self.config.to_dict(),
-            "metadata": metadata,
-        }
+        return trainer_state.snapshot(self)
 
     def restore(self, checkpoint_path: str | os.PathLike) -> None:
         """Continue from a checkpoint: weights, optimizer, counters, RNG and metrics window."""
@@ -485,99 +425,7 @@ class Trainer:
 
     def restore_from_object(self, snapshot: Mapping[str, Any], source: str = "checkpoint") -> None:
         """Continue from what ``save_to_object`` (or a checkpoint folder) holds; the config is kept."""
-        path = source
-        arrays, state, metadata = snapshot["arrays"], snapshot["state"], snapshot["metadata"]
-        if metadata.get("algorithm") != self.name:
-            raise CheckpointError(
-                f"{path}: checkpoint of algorithm '{metadata.get('algorithm')}', this trainer is '{self.name}'"
-            )
-        worker = self.workers.local_worker
-        saved_ids = ckpt.checkpoint_policy_ids(arrays, state)
-        if sorted(saved_ids) != sorted(worker.collectors):
-            raise CheckpointError(
-                f"{path}: the checkpoint holds policies {', '.join(saved_ids)}, this trainer has "
-                f"{', '.join(worker.collectors)}"
-            )
-        saved_spaces = metadata.get("policy_spaces") or {
-            saved_ids[0]: {k: metadata[k] for k in ("observation_space", "action_space")}
-        }
-        for pid, collector in worker.collectors.items():
-            for key, space in (
-                ("observation_space", collector.observation_space),
-                ("action_space", collector.action_space),
-            ):
-                if space_from_json(saved_spaces[pid][key]) != space:
-                    which = "" if len(saved_ids) == 1 else f"policy '{pid}': "
-                    raise CheckpointError(
-                        f"{path}: {which}the checkpoint's {key} differs from the env's ({space})"
-                    )
-        filter_arrays = self._checked_obs_filter_arrays(arrays, path)  # checked before anything changes
-        try:  # first: it checks the arrays against env.wrappers_vector before anything changes
-            self.workers.set_env_state(
-                {k.removeprefix("env/"): v for k, v in arrays.items() if k.startswith("env/")}
-            )
-        except CheckpointError as err:
-            raise CheckpointError(f"{path}: {err}") from err
-        same_backend = metadata.get("backend") == self.backend_name
-        metas = state.get("policy_metas") or {saved_ids[0]: state.get("policy_meta", {})}
-        try:
-            for pid, policy in self.policy_map.items():
-                if same_backend:
-                    policy.set_state(PolicyState(ckpt.policy_arrays(arrays, pid), metas[pid]))
-                else:  # another backend: weights are portable, optimizer state is not
-                    policy.set_weights(ckpt.policy_weights(arrays, pid))
-        except ValueError as err:  # the policy checks everything before it changes anything
-            raise CheckpointError(
-                f"{path}: the checkpoint does not fit this trainer's config: {err}"
-            ) from err
-        if same_backend:
-            self.backend.set_rng_state(
-                {k.removeprefix("rng/"): v for k, v in arrays.items() if k.startswith("rng/")}
-            )
-        counters = state["counters"]
-        self.iteration = int(counters["training_iteration"])
-        self.timesteps_total = int(counters["timesteps_total"])
-        self.agent_timesteps_total = int(counters.get("agent_timesteps_total", self.timesteps_total))
-        self.episodes_total = int(counters["episodes_total"])
-        self.time_total_s = float(counters["time_total_s"])
-        self.restore_epoch = int(counters.get("restore_epoch", 0)) + 1
-        self.metrics.set_state(state["metrics_window"])
-        self.workers.set_fault_state(state.get("fault_counters", {}))  # counts go on across a resume
-        self.set_algorithm_state(state.get("algorithm_state", {}))
-        self.set_algorithm_arrays(
-            {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
-        )
-        if filter_arrays:
-            self.workers.foreach_worker(lambda w, a=filter_arrays: _set_obs_filter_states(w, a))
-        self.workers.sync_weights()
-        # Env internals can't be saved in general: restart envs with a seed that
-        # depends on how often the run was restored, so a resumed run is reproducible.
-        # The observation filter keeps the checkpoint's statistics exactly: these first
-        # observations are normalised with them, not counted.
-        seed, epoch = self.config.seed, self.restore_epoch
-        self.workers.foreach_worker_with_id(
-            lambda index, evaluator: evaluator.reset(env_seed(seed, index, epoch), update_filter=False)
-        )
-
-    def _checked_obs_filter_arrays(self, arrays: Mapping[str, Any], path: str) -> dict[str, dict[str, Any]]:
-        """Per policy with a filter, the checkpoint's observation-filter statistics, checked against
-        the filter (empty without filters)."""
-        several = len(self.policy_map) > 1
-        out = {}
-        for pid, obs_filter in self.workers.local_worker.obs_filters.items():
-            filter_arrays = ckpt.obs_filter_arrays(dict(arrays), pid, several)
-            which = f"policy '{pid}': " if several else ""
-            if not filter_arrays:
-                raise CheckpointError(
-                    f"{path}: {which}the checkpoint holds no observation filter statistics, but "
-                    "model.observation_filter is mean_std (it was trained without the filter)"
-                )
-            try:
-                RunningStats.from_arrays(filter_arrays, obs_filter.shape, "the checkpoint")
-            except ValueError as err:
-                raise CheckpointError(f"{path}: {which}{err}") from err
-            out[pid] = filter_arrays
-        return out
+        trainer_state.restore(self, snapshot, source)
 
     def reseed(self, seed: int) -> None:
         """New random streams derived from ``seed`` for everything this trainer draws from.
@@ -625,9 +473,3 @@ def read_progress(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _set_obs_filter_states(evaluator: Any, arrays: dict[str, dict[str, Any]]) -> None:
-    """A checkpoint's filter statistics into each policy's filter (on any worker)."""
-    for pid, obs_filter in evaluator.obs_filters.items():
-        obs_filter.set_state(arrays[pid])

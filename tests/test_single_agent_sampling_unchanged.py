@@ -1,7 +1,7 @@
 """A single-agent run samples exactly what it sampled before it became the one-agent case of the sampler.
 
 The single-agent evaluator used to record fragments and episodes in a loop of its own; since issue 13
-it goes through :class:`~rlgear.sampling.sampler.MultiAgentSampler` as one agent, one policy,
+it goes through :class:`~rlgear.sampling.sampler.Sampler` as one agent, one policy,
 every slot always active. The digests below were computed with the OLD code (commit 5ea809b, before
 that change) by :func:`sampled_digest`, so these tests fail if the shared sampler changes a single
 sampled, postprocessed or counted value of a seeded single-agent run: fragments with the observation

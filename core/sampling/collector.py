@@ -2,7 +2,7 @@
 
 A :class:`PolicyCollector` serves one policy over a fixed set of *slots*: the env slots of a
 single-agent env, or the (env slot, agent) pairs a multi-agent env maps to the policy. The one
-sampling loop, :class:`~rlgear.sampling.sampler.MultiAgentSampler` (a single-agent env is its
+sampling loop, :class:`~rlgear.sampling.sampler.Sampler` (a single-agent env is its
 one-agent case), goes through it, so a policy sees the same preprocessed, filtered observations and keeps its
 recurrent state per slot however many agents an env has.
 """

@@ -16,7 +16,7 @@ The per-policy work (preprocessing, the observation filter, recurrent state, act
 :class:`~rlgear.sampling.collector.PolicyCollector`: one for a single-agent env (the policy
 ``default``, its slots the env slots), one per policy for a
 :class:`~rlgear.env.MultiAgentVectorEnv`. Recording (fragments, whole episodes, episode
-bookkeeping) is :class:`~rlgear.sampling.sampler.MultiAgentSampler`, for every env: a
+bookkeeping) is :class:`~rlgear.sampling.sampler.Sampler`, for every env: a
 single-agent env is its one-agent case (:class:`~rlgear.sampling.sampler.OneAgentEnv`, one
 policy, every slot always active), not a loop of its own.
 """
@@ -38,8 +38,8 @@ from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.collector import PolicyCollector
 from rlgear.sampling.postprocessing import trainable_rows
 from rlgear.sampling.sampler import (  # drop_invalid_rows: re-exported, it lived here
-    MultiAgentSampler,
     OneAgentEnv,
+    Sampler,
     check_policy_spaces,
     drop_invalid_rows,
 )
@@ -180,7 +180,7 @@ class RolloutWorker:
             )
             self.collectors = {ids[0]: collector}
             self._collector = collector
-            self._sampler = MultiAgentSampler(
+            self._sampler = Sampler(
                 self, OneAgentEnv(self.env), self.collectors, {ids[0]: [OneAgentEnv.AGENT]}, postprocess_fn
             )
             return
@@ -219,7 +219,7 @@ class RolloutWorker:
         first = next(iter(self.collectors.values()))
         self._collector = first
         self.observation_space, self.action_space = first.observation_space, first.action_space
-        self._sampler = MultiAgentSampler(self, self.env, self.collectors, agents_of_policy, postprocess_fn)
+        self._sampler = Sampler(self, self.env, self.collectors, agents_of_policy, postprocess_fn)
 
     # --- the policy set ---------------------------------------------------------------
     @property

@@ -1,4 +1,7 @@
-"""Sampling a :class:`~rlgear.env.MultiAgentVectorEnv`: one collector per policy, one stream per agent.
+"""The sampler every run steps: one collector per policy, one stream per agent.
+
+A single-agent env is its one-agent case (:class:`~rlgear.sampling.agents.OneAgentEnv`); a
+:class:`~rlgear.env.MultiAgentVectorEnv` has several agents per env slot.
 
 Each policy's :class:`~rlgear.sampling.collector.PolicyCollector` acts on its *slots*, the
 (agent, env slot) pairs the policy mapping gives it; slot ``a * num_envs + i`` is the
@@ -13,7 +16,7 @@ agent's trajectory, never across agents; slots of equal length are postprocessed
 
 With ``workers.batch_mode: complete_episodes`` there is no fragment cut: each slot's rows are
 kept until its agent's LAST, and only whole agent episodes (FIRST to LAST, ``[T_e, 1]`` each)
-are postprocessed, as single-agent episodes are (:meth:`MultiAgentSampler.sample_episodes`).
+are postprocessed, as single-agent episodes are (:meth:`Sampler.sample_episodes`).
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import numpy as np
 
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv
-from rlgear.errors import ConfigError, UnsupportedError
+from rlgear.errors import UnsupportedError
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.sampling.agents import AgentSlots, OneAgentEnv, check_policy_spaces
 from rlgear.sampling.collector import PolicyCollector, take_rows
 from rlgear.sampling.metrics import Episode, env_info_row
+from rlgear.sampling.rows import PolicyStream, _empty_like, drop_invalid_rows
 from rlgear.sampling.sequences import chop_into_sequences
 from rlgear.timestep import StepType, TimeStep
 
@@ -36,155 +41,7 @@ _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 _NOT_RUNNING = object()  # _running's default: no episode start seen in that slot
 
 
-class AgentSlots:
-    """The agents a policy acts for and where their rows sit among its slots."""
-
-    def __init__(self, agents: list[str], num_envs: int, agent_index: dict[str, int]):
-        self.agents = agents
-        self.num_envs = num_envs
-        self.num_slots = len(agents) * num_envs
-        #: Per slot: the agent's index among the env's possible agents (episode ids use it).
-        self.agent_of_slot = np.repeat([agent_index[a] for a in agents], num_envs)
-        self.env_of_slot = np.tile(np.arange(num_envs), len(agents))
-
-    def gather(self, mts: MultiAgentTimeStep) -> tuple[TimeStep, np.ndarray]:
-        """The policy's agents' TimeSteps concatenated over slots, and the ``active`` mask ``[S]``."""
-        steps = [mts.steps[a] for a in self.agents]
-        if len(steps) == 1:
-            return steps[0], np.asarray(mts.active[self.agents[0]], dtype=bool)
-        active = np.concatenate([mts.active[a] for a in self.agents]).astype(bool)
-        observation = _concat_nests([s.observation for s in steps])
-        ts = TimeStep(
-            step_type=np.concatenate([s.step_type for s in steps]),
-            reward=np.concatenate([s.reward for s in steps]),
-            discount=np.concatenate([s.discount for s in steps]),
-            observation=observation,
-            prev_action=np.concatenate([s.prev_action for s in steps]),
-            env_id=np.concatenate([s.env_id for s in steps]),
-        )
-        return ts, active
-
-
-def _concat_nests(values: list[Any]) -> Any:
-    first = values[0]
-    if isinstance(first, dict):
-        return {k: _concat_nests([v[k] for v in values]) for k in first}
-    if isinstance(first, tuple | list):
-        return type(first)(_concat_nests([v[i] for v in values]) for i in range(len(first)))
-    return np.concatenate([np.asarray(v) for v in values])
-
-
-class OneAgentEnv(MultiAgentVectorEnv):
-    """A single-agent :class:`~rlgear.env.VectorEnv` seen as a multi-agent env with one agent that
-    acts in every slot at every step: how a single-agent run goes through :class:`MultiAgentSampler`.
-
-    The agent's TimeStep is the env's own (``valid`` and ``info`` included); its episode ends at its
-    LAST. A row with ``TimeStep.valid`` False (an external client dropped) stays *active*: it is
-    recorded like any row and turned into a LAST row at the fragment cut
-    (:func:`~rlgear.sampling.rollout_worker.drop_invalid_rows`), as the single-agent evaluator always did.
-    """
-
-    AGENT = "agent"
-
-    def __init__(self, env: Any):
-        self.env = env
-        self.num_envs = env.num_envs
-        self.possible_agents = (self.AGENT,)
-        self.observation_spaces = {self.AGENT: env.observation_space}
-        self.action_spaces = {self.AGENT: env.action_space}
-        self._active = {self.AGENT: np.ones(self.num_envs, dtype=bool)}
-        self._all_mid = np.full(self.num_envs, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
-        self._no_end = np.zeros(self.num_envs, dtype=bool)
-        self._no_end.flags.writeable = False  # shared by the steps where no episode ends
-
-    def _wrap(self, ts: TimeStep) -> MultiAgentTimeStep:
-        if ts.step_type.tobytes() == self._all_mid:  # most steps: cheaper than any comparison
-            return MultiAgentTimeStep({self.AGENT: ts}, self._active, self._no_end)
-        end = ts.step_type == _LAST
-        if ts.valid is not None:
-            end &= ts.valid
-        return MultiAgentTimeStep({self.AGENT: ts}, self._active, end)
-
-    def reset(self, seed: int | None = None) -> MultiAgentTimeStep:
-        return self._wrap(self.env.reset(seed=seed))
-
-    def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
-        ts = self.env.step(actions[self.AGENT])
-        if ts.step_type.tobytes() == self._all_mid:  # most steps (the hot loop: no call to _wrap)
-            return MultiAgentTimeStep({self.AGENT: ts}, self._active, self._no_end)
-        return self._wrap(ts)
-
-    def close(self) -> None:
-        self.env.close()
-
-
-class _PolicyStream:
-    """One policy's recording: the rows of the current fragment and the row carried per slot.
-
-    Rows go into buffers ``[capacity, S, ...]`` allocated once per fragment (a column that shows up
-    later, e.g. when no slot was active yet, starts as zeros), like the single-agent loop always did.
-    """
-
-    def __init__(self, collector: PolicyCollector, slots: AgentSlots):
-        self.collector = collector
-        self.slots = slots
-        self.buffers: dict[str, np.ndarray] = {}
-        self.active = np.zeros((0, slots.num_slots), dtype=bool)
-        self.valid: np.ndarray | None = None  # TimeStep.valid per row, once an invalid row showed up
-        self.all_active = True  # every row recorded in this fragment had every slot active
-        self.n = 0  # rows recorded in this fragment
-        self.carry: dict[str, np.ndarray] = {}
-        self.has_carry = np.zeros(slots.num_slots, dtype=bool)
-        self.t = np.zeros(slots.num_slots, dtype=np.int64)  # each agent's step index in its episode
-        self.ts: TimeStep | None = None
-        self.ts_active: np.ndarray | None = None
-        #: complete_episodes: per slot, the rows of its agent's episode so far
-        self.partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(slots.num_slots)]
-
-    def start_fragment(self, capacity: int) -> None:
-        self.buffers = {}
-        self.capacity = capacity
-        if self.active.shape[0] != capacity:
-            self.active = np.zeros((capacity, self.slots.num_slots), dtype=bool)
-        self.valid = None
-        self.all_active = True
-        self.n = 0
-
-    def add(self, row: dict[str, Any], active: np.ndarray | None, valid: np.ndarray | None) -> None:
-        """Records a step's row; ``active`` None: every slot is active (a single-agent env)."""
-        t = self.n
-        buffers = self.buffers
-        try:
-            for key, value in row.items():
-                buffers[key][t] = value
-        except KeyError:  # the fragment's first row, or a column that shows up later
-            for key, value in row.items():
-                if key not in buffers:
-                    value = np.asarray(value)
-                    buffers[key] = np.zeros((self.capacity, *value.shape), dtype=value.dtype)
-                buffers[key][t] = value
-        if active is None:
-            self.active[t] = True
-        else:
-            self.active[t] = active
-            if self.all_active and not active.all():
-                self.all_active = False
-        if valid is not None and (self.valid is not None or not valid.all()):
-            if self.valid is None:
-                self.valid = np.ones((self.capacity, self.slots.num_slots), dtype=bool)
-            self.valid[t] = valid
-        self.n = t + 1
-
-    def clear(self) -> None:
-        self.buffers, self.n, self.valid, self.all_active = {}, 0, None, True
-        self.partial = [[] for _ in range(self.slots.num_slots)]
-        self.carry = {}
-        self.has_carry[:] = False
-        self.t[:] = 0
-        self.collector.reset_state()
-
-
-class MultiAgentSampler:
+class Sampler:
     """The recording loop of an :class:`~rlgear.sampling.rollout_worker.RolloutWorker` (it owns the env),
     for multi-agent envs and, through :class:`OneAgentEnv`, for single-agent ones.
 
@@ -217,7 +74,7 @@ class MultiAgentSampler:
         self.bootstrap_row = self.single_agent
         agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.streams = {
-            pid: _PolicyStream(collectors[pid], AgentSlots(agents, self.num_envs, agent_index))
+            pid: PolicyStream(collectors[pid], AgentSlots(agents, self.num_envs, agent_index))
             for pid, agents in agents_of_policy.items()
         }
         self._single = next(iter(self.streams.values()))  # the one stream of a single-agent env
@@ -403,7 +260,7 @@ class MultiAgentSampler:
         return env_actions, rows
 
     def _act_on_active(
-        self, stream: _PolicyStream, explore: bool, advance_state: bool
+        self, stream: PolicyStream, explore: bool, advance_state: bool
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions of the active slots only, scattered into ``[S, ...]`` (zeros where inactive)."""
         collector, ts, active = stream.collector, stream.ts, stream.ts_active
@@ -428,7 +285,7 @@ class MultiAgentSampler:
 
     def _row(
         self,
-        stream: _PolicyStream,
+        stream: PolicyStream,
         ts: TimeStep,
         active: np.ndarray,
         actions: np.ndarray,
@@ -533,7 +390,7 @@ class MultiAgentSampler:
 
     def _take_episodes(
         self,
-        stream: _PolicyStream,
+        stream: PolicyStream,
         row: dict[str, np.ndarray],
         active: np.ndarray | None,
         valid: np.ndarray | None,
@@ -567,7 +424,7 @@ class MultiAgentSampler:
             steps += len(episode) - 1
         return steps
 
-    def _window(self, stream: _PolicyStream) -> dict[str, Any]:
+    def _window(self, stream: PolicyStream) -> dict[str, Any]:
         """The policy's ``[T', S]`` table of this fragment: the row carried per slot (when any slot
         has one), then the recorded rows; ``valid`` says where a slot has a row (its agent was active).
         Rows an external env marked invalid are turned into LAST rows here, with the episodes they abort."""
@@ -601,7 +458,7 @@ class MultiAgentSampler:
             "bootstrap_active": active[-1].copy() if self.bootstrap_row and n else None,
         }
 
-    def _cut(self, stream: _PolicyStream, window: dict[str, dict[str, Any]]) -> SampleBatch:
+    def _cut(self, stream: PolicyStream, window: dict[str, dict[str, Any]]) -> SampleBatch:
         """The policy's training rows of this fragment (see the module docstring)."""
         pid = stream.collector.policy_id
         own = window[pid]
@@ -658,44 +515,18 @@ class MultiAgentSampler:
         return rows_out
 
 
-def drop_invalid_rows(fragment: dict[str, np.ndarray], valid: np.ndarray) -> int:
-    """Turn invalid rows, and the rows of episodes they abort, into LAST rows; return env steps dropped.
-
-    ``valid`` is ``[T+1, B]`` (``TimeStep.valid`` per row). An invalid row right
-    after a valid non-LAST row means the episode running in that env was
-    aborted (an external client dropped): its rows in this fragment, back to its
-    FIRST, must not be trained on. Marking them LAST is enough for every
-    postprocessing (LAST rows are never trained on, and no value crosses a LAST).
-    Rows of that episode in earlier fragments were bootstrapped like a
-    truncation; ``batch_mode: complete_episodes`` keeps even those out.
-    """
-    steps = fragment[SampleBatch.STEP_TYPES]
-    dropped = 0
-    for t, b in zip(*np.nonzero(~valid[1:] & valid[:-1]), strict=True):
-        k = int(t)  # the row before the invalid row t+1
-        while k >= 0 and valid[k, b] and steps[k, b] != _LAST:
-            valid[k, b] = False
-            dropped += int(steps[k, b] != _FIRST)
-            if steps[k, b] == _FIRST:
-                break
-            k -= 1
-    steps[~valid] = _LAST
-    fragment[SampleBatch.REWARDS][~valid] = 0.0
-    return dropped
+__all__ = ["OneAgentEnv", "Sampler", "check_policy_spaces", "drop_invalid_rows"]
 
 
-def _empty_like(table: dict[str, np.ndarray]) -> SampleBatch:
-    return SampleBatch({key: values[:0, 0] for key, values in table.items()})
+def __getattr__(name: str) -> Any:
+    if name == "MultiAgentSampler":  # its name until 0.3, from the special case it was written for
+        import warnings
 
-
-def check_policy_spaces(config: Any, agents_of_policy: dict[str, list[str]], env: Any) -> None:
-    """Agents mapped to one policy must share spaces: else an error naming them and their spaces."""
-    for pid, agents in agents_of_policy.items():
-        for kind, spaces in (("observation", env.observation_spaces), ("action", env.action_spaces)):
-            distinct = {repr(spaces[a]) for a in agents}
-            if len(distinct) > 1:
-                listed = "; ".join(f"{a}: {spaces[a]!r}" for a in agents)
-                raise ConfigError(
-                    f"{config.source}: multiagent.policy_mapping: agents mapped to policy '{pid}' have "
-                    f"different {kind} spaces ({listed}); map them to separate policies"
-                )
+        warnings.warn(
+            "rlgear.sampling.sampler.MultiAgentSampler is now Sampler (a single-agent env is its one-agent "
+            "case); the old name works until rlgear 0.4",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Sampler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
