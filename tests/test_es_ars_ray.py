@@ -54,7 +54,7 @@ def die_at_next_population(evaluator):
     def crash(*args, **kwargs):
         os._exit(1)
 
-    evaluator.evaluate_population = crash
+    evaluator.policy.compute_population_actions = crash  # what population evaluation acts with
 
 
 def test_a_killed_workers_perturbations_are_reissued(tmp_path, ray_session):

@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from rlgear.learner import Learner
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
 
 
@@ -132,7 +133,7 @@ def train_one_step(
     as before the Learner, one Policy or the policy set (``{id: Policy}``, each policy of
     ``policies_to_train``, default all, learning on its own rows).
     """
-    if hasattr(policy, "update") and policies_to_train is None:
+    if isinstance(policy, Learner) and policies_to_train is None:
         stats = policy.update(batch)
     elif isinstance(batch, MultiAgentBatch):
         stats = learn_per_policy(policy, batch, policies_to_train)

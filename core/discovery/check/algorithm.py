@@ -438,8 +438,8 @@ def _check_loss_path(checks: _Checks, calls: dict[str, list[Any]], suffix: str, 
         "the training step never called policy.learn_on_batch (or compute_gradients), and the policy's "
         f"weights did not change, in "
         f"{SHORT_RUN_ITERATIONS} iterations",
-        "learn in training_step() through the policy: self.policy.learn_on_batch(batch) or "
-        "rlgear.distributed.rollout_ops.train_one_step(self.policy, self.workers, batch); a replay-based "
+        "learn in training_step() through the learner: self.learner.update(batch) or "
+        "rlgear.distributed.rollout_ops.train_one_step(self.learner, self.workers, batch); a replay-based "
         "algorithm must start learning within a few hundred env steps when learning_starts is small",
     )
 
