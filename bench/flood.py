@@ -10,7 +10,7 @@ given rate with non-blocking connects, never sends or reads a byte, and holds
 each one ``--hold`` seconds (3: longer than the server's 1 s linger after an
 error frame) before it reads what the server sent and closes it. Real clients (this process, one after another,
 evenly spread over the flood): connect, send ``hello`` with the token, wait for
-the reply, then ``bye``. A client succeeds when its reply is ``welcome``; its
+the reply, then ``bye`` (and waits for the server's). A client succeeds when its reply is ``welcome``; its
 latency is from ``connect`` to ``welcome``. docs/protocol.md section 4 promises
 that silent sockets cannot keep a real client out, so at every rate all
 clients should get in.
@@ -154,6 +154,8 @@ def real_client(host: str, port: int, timeout: float) -> tuple[str, float]:
         if reply.type != "welcome":
             return f"{reply.header.get('name', reply.type)}: {reply.header.get('message', '')}", latency
         sock.sendall(encode("bye"))
+        while sock.recv(65536):  # the server's bye, then its close: the slot is free for the next client
+            pass
         return "welcome", latency
     except OSError as err:
         return type(err).__name__, time.perf_counter() - t0
