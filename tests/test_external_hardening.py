@@ -6,9 +6,14 @@ the offending client got its error frame and the server still serves others.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import socket
 import struct
+import subprocess
+import sys
+import threading
 import time
 
 import numpy as np
@@ -18,7 +23,7 @@ from rlgear.errors import ConfigError
 from rlgear.external.client import Client
 from rlgear.external.wire import ErrorCode, FrameDecoder, encode
 from rlgear.plugins.envs.external.server import RateLimitedLog
-from tests.test_external_server import error_code, make_env, play_episode, raw, read_until_eof
+from tests.test_external_server import HELLO, error_code, make_env, play_episode, raw, read_until_eof
 
 BOUNDED_OBS = {"type": "Box", "shape": [3], "dtype": "float32", "low": [-4.8, -1, -1], "high": [4.8, 1, 1]}
 
@@ -217,3 +222,196 @@ def test_the_refusal_log_is_rate_limited_per_reason(caplog):
     ]
     assert "external env: 7 more AUTH_FAILED line(s) suppressed" in lines[4]
     assert lines[5] == "external env: client 10 refused"
+
+
+# --- issue 37: floods, slow frames, message rate -------------------------------------------------
+def silent_flood(address: str, rate: float, seconds: float, held: list) -> threading.Thread:
+    """A thread opening ``rate`` silent connections a second for ``seconds``, into ``held``.
+
+    It never sends, reads or closes them (the test closes them): refused sockets
+    the attacker leaves open are what used to fill the server's connection cap.
+    """
+    host, port = address.rsplit(":", 1)
+
+    def run():
+        start = time.monotonic()
+        while (elapsed := time.monotonic() - start) < seconds:
+            while len(held) < int(elapsed * rate) + 1:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                sock.connect_ex((host, int(port)))
+                held.append(sock)
+            time.sleep(0.5 / rate)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def authenticated_hello(address: str, token: str) -> list:
+    """A real client's handshake, first try, then bye: what the server answered."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    sock.sendall(encode("hello", {"protocol": 1, "token": token}) + encode("bye"))
+    return read_until_eof(sock)  # welcome, bye (its slot is free once the client has its bye)
+
+
+def test_a_flood_of_silent_connections_never_refuses_real_clients(serve):
+    """At 300 silent connections a second, held open by the attacker, every real hello gets in
+    (it used to be refused: 'connection limit reached', refused sockets counting for a second)."""
+    server = serve(num_envs=2, token="secret")  # default budgets
+    playing = Client(server.address, token="secret")  # got in before the flood; must keep playing
+    held: list[socket.socket] = []
+    flood = silent_flood(server.address, rate=300.0, seconds=2.0, held=held)
+    try:
+        time.sleep(1.2)  # about 360 silent sockets: well past every default budget
+        replies = [authenticated_hello(server.address, "secret") for _ in range(5)]
+        play_episode(playing, steps=2)
+    finally:
+        flood.join(5)
+        for sock in held:
+            sock.close()
+    assert len(held) > 300
+    assert [[m.type for m in r] for r in replies] == [["welcome", "bye"]] * 5, [
+        m.header for r in replies for m in r
+    ]
+    playing.disconnect()
+
+
+def test_at_the_connection_cap_the_oldest_unauthenticated_socket_makes_room(serve):
+    server = serve(num_envs=2, max_connections=6, handshake_timeout_s=5.0)
+    silent = [raw(server.address) for _ in range(6)]  # the cap, all before their hello
+    time.sleep(0.2)
+    newcomer = raw(server.address)
+    newcomer.sendall(HELLO)
+    decoder = FrameDecoder()
+    replies: list = []
+    while not replies:
+        replies = decoder.feed(newcomer.recv(65536))
+    assert replies[0].type == "welcome"
+    assert error_code(read_until_eof(silent[0])) == ErrorCode.SERVER_FULL  # the oldest made room
+    newcomer.close()
+    for sock in silent[1:]:
+        sock.close()
+
+
+def test_a_frame_that_stalls_after_its_length_prefix_is_dropped_and_frees_the_slot(serve):
+    """Handshaken clients each partway through a 1 MiB frame used to hold every slot for good."""
+    server = serve(num_envs=2, frame_timeout_s=0.5)
+    slow = []
+    for _ in range(2):  # every slot
+        sock = raw(server.address)
+        sock.sendall(HELLO)
+        sock.sendall(struct.pack(">II", 1 << 20, 20) + b'{"type": "metrics", ')  # 1 MiB announced
+        slow.append(sock)
+    started = time.monotonic()
+    for _ in range(15):  # then a byte every 0.1 s: progress, but never the whole frame in time
+        time.sleep(0.1)
+        for sock in slow:
+            with contextlib.suppress(OSError):
+                sock.send(b" ")
+    for sock in slow:
+        messages = read_until_eof(sock)
+        assert [m.type for m in messages] == ["welcome", "error"], [m.header for m in messages]
+        assert messages[-1].header["code"] == ErrorCode.TIMEOUT
+        assert "frame_timeout_s" in messages[-1].header["message"]
+    assert time.monotonic() - started < 4.0
+    still_serves(server.address)  # the slots are free again
+
+
+def test_a_pause_of_the_server_does_not_count_against_a_frames_deadline():
+    """While the learner trains nobody reads; a frame begun before the pause still completes."""
+    env = make_env(num_envs=1, frame_timeout_s=0.3)
+    server = env.server
+    try:
+        sock = raw("{}:{}".format(*server.address))
+        sock.sendall(HELLO)
+        start = encode("start", None, {"observation": np.zeros(3, np.float32)})
+        sock.sendall(start[:10])
+        for _ in range(5):
+            server.poll(0.02)  # welcome sent, the first 10 bytes of 'start' read
+        (conn,) = server.conns.values()
+        assert conn.state == "ready" and conn.decoder.buffered == 10
+        time.sleep(0.6)  # a training pause, twice the deadline
+        sock.sendall(start[10:])
+        server.poll(0.05)
+        assert conn.state == "ready" and conn.request is not None and conn.request.kind == "start"
+        sock.close()
+    finally:
+        env.close()
+
+
+# A client in its own process (the server's thread would slow a sender in this one): hello, then
+# 'metrics' at argv[2] a second in 10 ms batches until argv[3] are sent (argv[4]: 'catch_up' after a
+# stall, as a flood would, or 'steady'), reading replies meanwhile; prints what it sent and read.
+METRICS_CLIENT = """
+import json, socket, sys, threading, time
+from rlgear.external.wire import FrameDecoder, encode
+host, port = sys.argv[1].rsplit(":", 1)
+rate, total, catch_up = float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "catch_up"
+sock = socket.create_connection((host, int(port)), timeout=30)
+sock.sendall(encode("hello", {"protocol": 1}))
+decoder, got, stop = FrameDecoder(1 << 24), {"metrics": 0, "errors": []}, threading.Event()
+def read():
+    while True:
+        try:
+            data = sock.recv(1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        for msg in decoder.feed(data):
+            got["metrics"] += msg.type == "metrics"
+            if msg.type == "error":
+                got["errors"].append(msg.header)
+    stop.set()
+threading.Thread(target=read, daemon=True).start()
+time.sleep(0.1)
+metrics, sent, start = encode("metrics"), 0, time.monotonic()
+while sent < total and not stop.is_set():
+    due = min(total, int((time.monotonic() - start) * rate) + 1)
+    if due > sent:
+        n = due - sent if catch_up else min(due - sent, int(rate * 0.01) + 1)
+        try:
+            sock.sendall(metrics * n)
+        except OSError:
+            break
+        sent += n
+        if not catch_up:
+            start = max(start, time.monotonic() - sent / rate)  # owed messages are dropped, not sent later
+    time.sleep(0.01)
+seconds = time.monotonic() - start
+deadline = time.monotonic() + 30
+while got["metrics"] < sent and not stop.is_set() and time.monotonic() < deadline:
+    time.sleep(0.02)
+print(json.dumps({"sent": sent, "seconds": seconds, "answered": got["metrics"], "errors": got["errors"]}))
+"""
+
+
+def metrics_client(address: str, rate: float, total: int, pace: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", METRICS_CLIENT, address, str(rate), str(total), pace],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_the_default_message_rate_limit_drops_a_client_at_30000_per_s(serve):
+    """It used to take 2 s of such a flood to empty a bucket of one second's burst, and a server
+    slower than the flood never saw more than its own reading speed. Now the burst is 0.1 s, and a
+    client that keeps the server reading it without a break for a second is over the limit too."""
+    server = serve(num_envs=1)  # max_messages_per_s: 20000, the default
+    flood = metrics_client(server.address, rate=30_000, total=90_000, pace="catch_up")
+    assert [e["code"] for e in flood["errors"]] == [ErrorCode.RATE_LIMITED], flood
+    assert "max_messages_per_s" in flood["errors"][0]["message"]
+    still_serves(server.address)
+
+
+def test_a_client_below_the_message_rate_limit_is_never_dropped(serve):
+    server = serve(num_envs=1)
+    steady = metrics_client(server.address, rate=2_000, total=3_000, pace="steady")
+    # 3000 messages: more than the burst of 0.1 s (2000) the limit allows at once
+    assert steady["errors"] == [] and steady["answered"] == steady["sent"] == 3_000, steady

@@ -246,15 +246,6 @@ def test_admission_control_refuses_with_an_error_frame_when_slots_are_full(serve
         c.disconnect()
 
 
-def test_connection_limit_refuses_with_an_error_frame(server):
-    socks = [raw(server.address) for _ in range(6)]  # max_connections=6, handshakes pending
-    time.sleep(0.2)
-    extra = raw(server.address)
-    assert error_code(read_until_eof(extra)) == ErrorCode.SERVER_FULL
-    for s in socks:
-        s.close()
-
-
 def test_memory_threshold_refuses_new_clients():
     stepper = Stepper(make_env(max_memory_mb=1))
     try:

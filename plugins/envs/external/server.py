@@ -46,6 +46,13 @@ from .settings import ServerSettings, rss_mb
 
 _MAX_OUTBOX = 8 << 20  # a client that stops reading is dropped once this much waits for it
 _CLOSING_LINGER_S = 1.0  # keep reading a failed client this long so it gets its error frame
+_PAUSE_S = 0.5  # a longer gap between polls is the learner's: frame deadlines and backlogs skip it
+_RECV_BYTES = 1 << 16
+_LISTEN_BACKLOG = 1024  # connections the kernel completes while nobody accepts (a flood, a training step)
+_RATE_BURST_S = 0.1  # the message rate limit allows bursts of a tenth of a second's worth...
+_RATE_MIN_BURST = 10.0  # ...and of at least this many messages
+_BACKLOG_S = 1.0  # a client that keeps the server reading it, without a break, this long is over the limit
+_BACKLOG_MESSAGES = 64  # a read with this many messages (or a full buffer) shows the client is ahead
 _LOG_WINDOW_S = 10.0  # at most _LOG_LINES_PER_WINDOW lines per reason in this window, then a summary
 _LOG_LINES_PER_WINDOW = 5
 
@@ -106,8 +113,13 @@ class Connection:
     in_episode: bool = False  # between start and a terminated/truncated step (client's view)
     expect_by: float = 0.0  # a step waits for this client's next request until then
     outbox: bytearray = field(default_factory=bytearray)
+    frame_deadline: float | None = None  # a frame has begun arriving: the rest must be in by then
     tokens: float = 0.0  # rate-limit bucket
     last_refill: float = 0.0
+    backlog_since: float | None = None  # every read since then found many messages waiting
+    backlog_messages: int = 0  # messages read since then
+    corked: bool = False  # replies wait in the outbox until the messages of one read are handled
+    metrics_frame: bytes | None = None  # the metrics reply, the same for every request of one read
     last_activity: float = 0.0  # last frame received from or sent to this client
     closing_until: float = 0.0
     episodes: int = 0
@@ -155,10 +167,11 @@ class PolicyServer:
             raise ConfigError(
                 f"env.kwargs.host/port: cannot listen on {settings.host}:{settings.port}: {err.strerror or err}"
             ) from None
-        self.listener.listen(128)
+        self.listener.listen(_LISTEN_BACKLOG)
         self.listener.setblocking(False)
         self.selector.register(self.listener, selectors.EVENT_READ, None)
         self.address: tuple[str, int] = self.listener.getsockname()[:2]
+        self._polled_at = time.monotonic()
         self._welcome_fields = {
             "protocol": PROTOCOL_VERSION,
             "observation_space": self.obs_space.to_json(),
@@ -172,6 +185,7 @@ class PolicyServer:
     # --- the event loop -------------------------------------------------------
     def poll(self, timeout: float) -> None:
         """Accept, read and validate whatever arrives within ``timeout`` seconds (one select)."""
+        self._forgive_pause(time.monotonic() - self._polled_at)
         for key, events in self.selector.select(timeout):
             if key.data is None:
                 self._accept()
@@ -182,9 +196,20 @@ class PolicyServer:
             if events & selectors.EVENT_READ and conn.sock.fileno() >= 0:
                 self._read(conn)
         self._expire(time.monotonic())
+        self._polled_at = time.monotonic()
 
+    def _forgive_pause(self, paused: float) -> None:
+        """Nobody read while the learner trained: that time counts against no frame deadline or backlog."""
+        if paused > _PAUSE_S:
+            for conn in self.conns.values():
+                if conn.frame_deadline is not None:
+                    conn.frame_deadline += paused
+                if conn.backlog_since is not None:
+                    conn.backlog_since += paused
+
+    # --- admission: the connection budget ----------------------------------------------
     def _accept(self) -> None:
-        for _ in range(64):
+        for _ in range(64):  # then the others get read
             try:
                 sock, peer = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -201,67 +226,166 @@ class PolicyServer:
                 f"{peer[0]}:{peer[1]}",
                 FrameDecoder(self.settings.max_message_bytes),
                 now,
-                tokens=self.settings.max_messages_per_s,
+                tokens=self._burst(),
                 last_refill=now,
                 last_activity=now,
             )
+            if not self._make_room():
+                self._refuse_at_once(conn)
+                continue
             self.conns[sock.fileno()] = conn
             self.selector.register(sock, selectors.EVENT_READ, conn)
-            self._admit(conn)
+            self._read(conn)  # accepted late (a backlog), its hello may be waiting already
+            self._limit_pending()
 
-    def _admit(self, conn: Connection) -> None:
-        """Keep unauthenticated sockets to their own budget, so they can't lock real clients out.
+    def _make_room(self) -> bool:
+        """Below ``max_connections`` for one more socket, never at a playing client's expense.
 
-        Sockets that have not said a good hello yet get ``max_pending_handshakes``
-        places; a new one takes the place of the oldest, which is refused. A
-        real client's hello takes a round trip, so a flood would have to outrun
-        it; silent sockets merely rotate. ``max_connections`` caps all sockets.
+        Room is taken first from refused sockets still lingering for their error
+        frame (closed now), then from the oldest socket still before its hello.
+        A refused socket therefore never keeps anyone out. False only when every
+        open socket is a handshaken client (``max_connections`` <= the slots).
         """
-        pending = [c for c in self.conns.values() if c.state == "handshake"]
-        if len(pending) > self.settings.max_pending_handshakes:
-            oldest = min(pending, key=lambda c: c.opened)
-            self.fail(
+        while len(self.conns) >= self.settings.max_connections:
+            victim = self._oldest("closing") or self._oldest("handshake")
+            if victim is None:
+                return False
+            if victim.state == "closing":
+                self.close(victim)
+            else:
+                self._evict(victim, f"connection limit {self.settings.max_connections} reached")
+        return True
+
+    def _limit_pending(self) -> None:
+        """At most ``max_pending_handshakes`` sockets before their hello: the oldest makes way.
+
+        A flood of silent sockets then only rotates through its own budget,
+        while a real client's hello, which follows its connect at once, is read
+        before its socket gets old (see ``_evict``).
+        """
+        limit = self.settings.max_pending_handshakes
+        while sum(c.state == "handshake" for c in self.conns.values()) > limit:
+            oldest = self._oldest("handshake")
+            assert oldest is not None
+            self._evict(
                 oldest,
-                ErrorCode.SERVER_FULL,
-                f"more than {self.settings.max_pending_handshakes} connections waiting for their hello; "
+                f"more than {limit} connections waiting for their hello (env.kwargs.max_pending_handshakes); "
                 "the oldest is refused",
             )
-        if conn.state == "handshake" and len(self.conns) > self.settings.max_connections:
-            self.fail(
-                conn, ErrorCode.SERVER_FULL, f"connection limit {self.settings.max_connections} reached"
-            )
 
-    def _read(self, conn: Connection) -> None:
+    def _oldest(self, state: str) -> Connection | None:
+        # self.conns is in accept order: a closed socket's entry is removed, a new one goes last
+        return next((c for c in self.conns.values() if c.state == state), None)
+
+    def _evict(self, conn: Connection, reason: str) -> None:
+        """Refuse a socket still before its hello, after one last read: its hello may be waiting."""
+        self._read(conn)
+        if conn.state == "handshake":
+            self.fail(conn, ErrorCode.SERVER_FULL, reason)
+
+    def _refuse_at_once(self, conn: Connection) -> None:
+        """Refuse a new socket without keeping it: it holds no place while its error frame goes out."""
+        message = f"connection limit {self.settings.max_connections} reached, every socket a playing client"
+        self.refusals.warning("SERVER_FULL", f"client {conn.peer} refused: SERVER_FULL (5): {message}")
+        with contextlib.suppress(OSError):
+            conn.sock.send(error_frame(ErrorCode.SERVER_FULL, message))
+        conn.sock.close()
+
+    # --- reading ------------------------------------------------------------------
+    def _read(self, conn: Connection) -> bool:
+        """Read what is there (up to 64 KiB) and handle its messages; False when nothing was."""
         try:
-            data = conn.sock.recv(1 << 16)
+            data = conn.sock.recv(_RECV_BYTES)
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except OSError:
             data = b""
         if not data:
             self.close(conn)
-            return
-        conn.last_activity = time.monotonic()
+            return False
+        now = conn.last_activity = time.monotonic()
         if conn.state == "closing":
-            return  # draining: the client gets its error frame, not a reset
+            return True  # draining: the client gets its error frame, not a reset
+        conn.corked, conn.metrics_frame = True, None
         try:
             messages = conn.decoder.feed(data)
+            self._track_frame(conn, bool(messages), now)
+            if messages:
+                self._rate_limit(conn, len(messages), now)
+            ahead = len(data) == _RECV_BYTES or len(messages) >= _BACKLOG_MESSAGES
+            self._track_backlog(conn, ahead, len(messages), now)
             for msg in messages:
                 if conn.state not in ("handshake", "ready"):
                     break
-                self._rate_limit(conn)
                 self._handle(conn, msg)
         except WireError as err:
             self.fail(conn, err.code, err.detail)
+        finally:
+            self._uncork(conn)
+        return True
 
-    def _rate_limit(self, conn: Connection) -> None:
-        now = time.monotonic()
+    def _rate_limit(self, conn: Connection, count: int, now: float) -> None:
+        """Charge one read's ``count`` messages, before any is handled (a flood costs no more work).
+
+        A token bucket: ``max_messages_per_s`` a second, bursts of a tenth of a
+        second's worth. The messages of a read arrived since the last read, so
+        the bucket refills for that time before it pays for them. Counting as
+        the server reads, the limit holds while the server reads faster than it:
+        hence replies batched per read and one metrics reply per read, which
+        take a flood's cost per message down to decoding it.
+        """
         rate = self.settings.max_messages_per_s
-        conn.tokens = min(rate, conn.tokens + (now - conn.last_refill) * rate)
+        conn.tokens = min(self._burst(), conn.tokens + (now - conn.last_refill) * rate - count)
         conn.last_refill = now
-        if conn.tokens < 1.0:
-            raise WireError(ErrorCode.RATE_LIMITED, f"more than {rate:g} messages per second")
-        conn.tokens -= 1.0
+        if conn.tokens < 0.0:
+            raise WireError(
+                ErrorCode.RATE_LIMITED,
+                f"more than {rate:g} messages per second (env.kwargs.max_messages_per_s)",
+            )
+
+    def _track_backlog(self, conn: Connection, ahead: bool, count: int, now: float) -> None:
+        """The rate limit where the server reads slower than ``max_messages_per_s``.
+
+        Such a client is held back by TCP to what the server reads, so its rate
+        never looks high, yet it takes all the server's time. Every read then
+        finds many messages waiting (``ahead``): a client that keeps that up
+        for ``_BACKLOG_S`` (the server's pauses forgiven) with more than a burst
+        of messages sends faster than it is read. A client that waits for its
+        replies has a message or two per read; a large frame is one message.
+        """
+        if not ahead:
+            conn.backlog_since, conn.backlog_messages = None, 0
+            return
+        if conn.backlog_since is None:
+            conn.backlog_since, conn.backlog_messages = now, 0
+        conn.backlog_messages += count
+        if now - conn.backlog_since > _BACKLOG_S and conn.backlog_messages > self._burst():
+            raise WireError(
+                ErrorCode.RATE_LIMITED,
+                f"{conn.backlog_messages} messages sent faster than the server reads them for "
+                f"{now - conn.backlog_since:.1f} s (env.kwargs.max_messages_per_s: "
+                f"{self.settings.max_messages_per_s:g} a second at most)",
+            )
+
+    def _burst(self) -> float:
+        return max(_RATE_MIN_BURST, self.settings.max_messages_per_s * _RATE_BURST_S)
+
+    def _track_frame(self, conn: Connection, completed_some: bool, now: float) -> None:
+        """Start a frame's deadline with its first bytes; a complete frame ends it."""
+        if not conn.decoder.buffered:
+            conn.frame_deadline = None
+        elif completed_some or conn.frame_deadline is None:  # what is buffered is a new frame
+            conn.frame_deadline = now + self.settings.frame_timeout_s
+
+    def _finish_frame(self, conn: Connection) -> None:
+        """Past its deadline, read what the kernel already holds of the frame before judging it."""
+        for _ in range(self.settings.max_message_bytes // _RECV_BYTES + 2):
+            if (
+                conn.frame_deadline is None
+                or conn.state not in ("handshake", "ready")
+                or not self._read(conn)
+            ):
+                return
 
     def _expire(self, now: float) -> None:
         idle_timeout = self.settings.idle_timeout_s
@@ -270,6 +394,8 @@ class PolicyServer:
                 self.fail(conn, ErrorCode.TIMEOUT, f"no hello within {self.settings.handshake_timeout_s:g} s")
             elif conn.state == "closing" and now > conn.closing_until:
                 self.close(conn)
+            elif conn.frame_deadline is not None and now > conn.frame_deadline and conn.state != "closing":
+                self._expire_frame(conn)
             elif (
                 conn.state == "ready"
                 and not (conn.in_episode or conn.in_reply or conn.request is not None)
@@ -280,6 +406,18 @@ class PolicyServer:
                     ErrorCode.TIMEOUT,
                     f"idle for {idle_timeout:g} s between episodes (env.kwargs.idle_timeout_s); slot freed",
                 )
+
+    def _expire_frame(self, conn: Connection) -> None:
+        """Drop a client whose frame is still incomplete past its deadline (it holds a slot otherwise)."""
+        self._finish_frame(conn)
+        late = conn.frame_deadline is not None and time.monotonic() > conn.frame_deadline
+        if late and conn.state in ("handshake", "ready"):
+            self.fail(
+                conn,
+                ErrorCode.TIMEOUT,
+                f"a frame was not complete {self.settings.frame_timeout_s:g} s after its first bytes "
+                f"({conn.decoder.buffered} bytes arrived; env.kwargs.frame_timeout_s)",
+            )
 
     # --- messages -------------------------------------------------------------
     def _handle(self, conn: Connection, msg: Message) -> None:
@@ -299,7 +437,9 @@ class PolicyServer:
                 raise WireError(ErrorCode.OUT_OF_ORDER, "'step' outside an episode (send 'start' first)")
             conn.request = self._request(kind, msg)
         elif kind == "metrics":
-            self.send(conn, encode("metrics", self.metrics(conn)))
+            if conn.metrics_frame is None:
+                conn.metrics_frame = encode("metrics", self.metrics(conn))
+            self.send(conn, conn.metrics_frame)
         elif kind == "bye":
             self.send(conn, encode("bye"))
             self._release(conn)
@@ -397,7 +537,7 @@ class PolicyServer:
     def send(self, conn: Connection, frame: bytes) -> None:
         """Queue ``frame`` and write what the socket takes now (never blocks)."""
         conn.last_activity = time.monotonic()
-        if conn.outbox:
+        if conn.outbox or conn.corked:
             conn.outbox += frame
         else:
             try:
@@ -416,6 +556,14 @@ class PolicyServer:
                 "NOT_READING", f"client {conn.peer} dropped: {len(conn.outbox)} bytes of replies unread"
             )
             self.close(conn)
+
+    def _uncork(self, conn: Connection) -> None:
+        """Send the replies to one read's messages together: one system call, not one per reply."""
+        conn.corked = False
+        if conn.outbox and conn.state != "closed":
+            self._flush(conn)
+            if conn.outbox and conn.state != "closed":
+                self._want_write(conn, True)
 
     def _flush(self, conn: Connection) -> None:
         try:

@@ -27,13 +27,17 @@ class ServerSettings:
     token_env: str | None = None  # or: the name of an environment variable holding the token
     address_file: str | None = None  # write "host:port" here once listening
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_connections: int | None = None  # open sockets of every kind; default: slots + pending + 8
-    max_pending_handshakes: int = 8  # sockets before a good hello; a new one evicts the oldest
-    max_messages_per_s: float = 20_000.0  # per client (token bucket, burst of one second)
+    # open sockets of every kind; a new one takes room from refused then from not-yet-hello sockets,
+    # never from handshaken clients; default: slots + 2 * max_pending_handshakes
+    max_connections: int | None = None
+    max_pending_handshakes: int = 32  # sockets before a good hello; a new one evicts the oldest
+    # per client, counted as messages arrive (token bucket, bursts of a tenth of a second's worth)
+    max_messages_per_s: float = 20_000.0
     max_memory_mb: float | None = None  # refuse new clients above this RSS; default 80% of RAM
     min_clients: int = 1  # the first step waits until this many clients are connected
     client_timeout_s: float = 30.0  # drop a mid-episode client silent for this long (others wait)
     handshake_timeout_s: float = 5.0
+    frame_timeout_s: float = 10.0  # a frame must be complete this long after its first bytes arrived
     idle_timeout_s: float = 60.0  # drop a handshaken client that sends nothing between episodes this long
     start_grace_s: float = 0.002  # how long a step waits for a client between episodes
     check_bounds: bool = True  # refuse Box observations outside the observation space's low/high
@@ -124,7 +128,7 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
     )
     s.max_connections = _number(
         "max_connections",
-        kwargs.get("max_connections", num_slots + s.max_pending_handshakes + 8),
+        kwargs.get("max_connections", num_slots + 2 * s.max_pending_handshakes),
         integer=True,
         minimum=1,
     )
@@ -149,7 +153,13 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
             f"env.kwargs.min_clients: {s.min_clients} is more than the env slots "
             f"(workers.num_envs_per_worker = {num_slots})"
         )
-    for key in ("client_timeout_s", "handshake_timeout_s", "idle_timeout_s", "start_grace_s"):
+    for key in (
+        "client_timeout_s",
+        "handshake_timeout_s",
+        "frame_timeout_s",
+        "idle_timeout_s",
+        "start_grace_s",
+    ):
         setattr(s, key, float(_number(key, kwargs.get(key, getattr(s, key)), integer=False, minimum=0)))
     check_bounds = kwargs.get("check_bounds", s.check_bounds)
     if not isinstance(check_bounds, bool):
