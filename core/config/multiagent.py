@@ -1,10 +1,10 @@
 """Policy sets: which policies a run has, their resolved configs, and which agent acts with which.
 
-The ``multiagent`` config section (:class:`rlgear.config.MultiAgentConfig`) names policies with
-per-policy overrides of ``training`` and ``model``, maps agent ids to policy ids (globs, first
-match, or a ``module:function``), and says which policies learn. A run without the section has
-one policy, :data:`DEFAULT_POLICY_ID`: a single-agent run is the one-policy case of a
-multi-agent one, and every agent of a multi-agent env without the section shares that policy.
+The ``multiagent`` config section (:class:`MultiAgentConfig`, defined here beside its checks)
+names policies with per-policy overrides of ``training`` and ``model``, maps agent ids to policy
+ids (globs, first match, or a ``module:function``), and says which policies learn. A run without
+the section has one policy, :data:`DEFAULT_POLICY_ID`: a single-agent run is the one-policy case
+of a multi-agent one, and every agent of a multi-agent env without the section shares that policy.
 """
 
 from __future__ import annotations
@@ -12,12 +12,49 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from rlgear.config.schema import doc
 from rlgear.errors import ConfigError, PluginError, did_you_mean
 
 #: The id of the policy of a run without a ``multiagent`` section (checkpoint names use it).
 DEFAULT_POLICY_ID = "default"
+
+
+@dataclass
+class PolicyOverrides:
+    """One policy of ``multiagent.policies``: what it changes of the run's ``training`` and ``model``."""
+
+    training: dict[str, Any] = doc(
+        "Keys of the run's training section this policy sets otherwise (e.g. {lr: 1e-4}); checked by "
+        "the algorithm's config class.",
+        factory=dict,
+    )
+    model: dict[str, Any] = doc(
+        "Keys of the run's model section this policy sets otherwise (e.g. {hidden_sizes: [32]}).",
+        factory=dict,
+    )
+
+
+@dataclass
+class MultiAgentConfig:
+    """Policies of a multi-agent run and which agent acts with which (docs/multi-agent.md)."""
+
+    policies: dict[str, PolicyOverrides] = doc(
+        "Policy id -> its overrides ({training: {...}, model: {...}}; {} for none). Empty: the ids "
+        "policy_mapping names, without overrides, or one policy 'default' when there is no mapping either.",
+        factory=dict,
+    )
+    policy_mapping: dict[str, str] | str = doc(
+        "Agent id glob -> policy id, the first matching pattern wins (e.g. {'adversary_*': adversary, "
+        "'*': shared}); or 'module:function' taking the agent id and returning a policy id. Empty: "
+        "every agent acts with the only policy.",
+        factory=dict,
+    )
+    policies_to_train: list[str] | None = doc(
+        "The policies that learn (the others act with their weights as they are); null: all.", None
+    )
 
 
 def policy_ids(config: Any) -> list[str]:
@@ -52,8 +89,9 @@ def policy_config(config: Any, policy_id: str, fail: Callable[[str, str], Config
     spec = None if section is None else section.policies.get(policy_id)
     if spec is None or (not spec.training and not spec.model):
         return config
-    from rlgear.config import ModelConfig, check_ranges
+    from rlgear.config.checks import check_ranges
     from rlgear.config.schema import build
+    from rlgear.config.sections import ModelConfig
 
     fail = fail or config.fail
     where = f"multiagent.policies.{policy_id}"

@@ -17,16 +17,10 @@ import json
 import math
 from typing import Any, get_type_hints
 
-from rlgear.config import (
-    CheckpointConfig,
-    EnvConfig,
-    LoggingConfig,
-    ModelConfig,
-    MultiAgentConfig,
-    TrainingConfig,
-    WorkersConfig,
-)
+from rlgear.config.multiagent import MultiAgentConfig
 from rlgear.config.schema import field_help
+from rlgear.config.sections import CheckpointConfig, EnvConfig, LoggingConfig, ModelConfig, WorkersConfig
+from rlgear.config.training import TrainingConfig
 
 #: The top-level keys of a run config (``RunConfig`` itself carries no help texts).
 TOP_LEVEL = (

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from rlgear import config as config_mod
-from rlgear.errors import ConfigError, RLGearError
+from rlgear.config.overrides import _failer
+from rlgear.errors import ConfigError, RLGearError, did_you_mean
 from rlgear.scheduler import Trial, TrialStatus
 from rlgear.tune import experiment_state as es
 from rlgear.tune import search_space
@@ -169,7 +170,7 @@ class _Fail:
 
     def __init__(self, source: str, origins: Mapping[str, str]):
         self.source = source
-        self._fail = config_mod._failer(source, origins)
+        self._fail = _failer(source, origins)
 
     def __call__(self, path: str, message: str) -> ConfigError:
         return self._fail(path, message)
@@ -224,7 +225,7 @@ def run(
     fail = _Fail(source, origins)
     for key in raw:
         if key not in config_mod.TOP_LEVEL_KEYS:
-            raise fail(str(key), f"unknown key{config_mod.did_you_mean(str(key), config_mod.TOP_LEVEL_KEYS)}")
+            raise fail(str(key), f"unknown key{did_you_mean(str(key), config_mod.TOP_LEVEL_KEYS)}")
     base, tune_raw = split_tune_section(raw)
     tune = build_tune(tune_raw, fail)
     scheduler = make_scheduler(tune, fail)
