@@ -150,11 +150,13 @@ def test_plugin_pages_show_the_code_of_the_examples_they_include(built_site, pag
 def test_the_hooks_api_reference_shows_the_types_of_the_arguments(built_site):
     site, _ = built_site
     text = re.sub(r"\s+", " ", page_text(site, "plugins/hooks/index.html"))
+    # the renderer wraps a long signature as "f( a: A, b: B ) -> None": compare without that padding
+    text = re.sub(r"\( ", "(", re.sub(r" \)", ")", text))
     for signature in (
         "on_trainer_init(trainer: Trainer) -> None",
         "on_episode_end(worker: RolloutWorker, episode: Episode) -> None",
-        "on_sample_end( worker: RolloutWorker, batch: SampleBatch ) -> None",
-        "on_checkpoint( trainer: Trainer, checkpoint_dir: str ) -> None",
+        "on_sample_end(worker: RolloutWorker, batch: SampleBatch) -> None",
+        "on_checkpoint(trainer: Trainer, checkpoint_dir: str) -> None",
     ):
         assert signature in text, signature
     assert "worker: Any" not in text and "trainer: Any" not in text
