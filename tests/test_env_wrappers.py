@@ -104,6 +104,65 @@ def test_a_wrapper_error_from_set_names_the_override(tmp_path):
     )
 
 
+BROKEN_REWARD = {"name": "gymnasium.wrappers.TransformReward", "kwargs": {"func": None}}
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"wrappers": [FLATTEN, BROKEN_REWARD]},
+            "run.yaml: env.wrappers[1]: TransformReward(func=None) breaks the env's first step: "
+            "TypeError: 'NoneType' object is not callable",
+        ),
+        (
+            {
+                "wrappers": [
+                    {
+                        "name": "gymnasium.wrappers.TransformObservation",
+                        "kwargs": {"func": None, "observation_space": None},
+                    }
+                ]
+            },
+            "run.yaml: env.wrappers[0]: TransformObservation(func=None, observation_space=None) breaks the "
+            "env's first reset: TypeError: 'NoneType' object is not callable",
+        ),
+        (
+            {
+                "wrappers": [
+                    {"name": "gymnasium.wrappers.ClipReward", "kwargs": {"min_reward": 2, "max_reward": 1}}
+                ]
+            },
+            "run.yaml: env.wrappers[0]: ClipReward(min_reward=2, max_reward=1) cannot wrap the env: "
+            "InvalidBound: Min reward (2) must be smaller than max reward (1)",
+        ),
+        (
+            {
+                "wrappers": [FLATTEN],
+                "wrappers_vector": [
+                    NORMALIZE_OBS,
+                    {"name": "gymnasium.wrappers.vector.TransformReward", "kwargs": {"func": None}},
+                ],
+            },
+            "run.yaml: env.wrappers_vector[1]: TransformReward(func=None) breaks the env's first step: "
+            "TypeError: 'NoneType' object is not callable",
+        ),
+    ],
+)
+def test_a_wrapper_that_breaks_the_env_is_refused_when_the_config_is_read(tmp_path, env, expected):
+    # its kwargs fit its signature: only building and stepping one env shows the mistake
+    with pytest.raises(ConfigError) as info:
+        resolve(tmp_path, **env)
+    assert str(info.value) == expected
+
+
+def test_an_env_that_fails_without_its_wrappers_is_left_to_the_env_build(tmp_path):
+    config = resolve(tmp_path, kwargs={"no_such_kwarg": 1}, wrappers=[FLATTEN])  # not a wrapper's mistake
+    with pytest.raises(ConfigError) as info:
+        GymnasiumAdapter().make("CartPole-v1", 1, kwargs=config.env.kwargs, wrappers=config.env.wrappers)
+    assert str(info.value).startswith("env.kwargs: CartPole-v1 does not accept these arguments")
+
+
 def test_the_external_adapter_refuses_wrappers(tmp_path):
     for key, item in (("wrappers", FRAME_STACK), ("wrappers_vector", NORMALIZE_OBS)):
         with pytest.raises(ConfigError) as info:

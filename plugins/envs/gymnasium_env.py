@@ -307,9 +307,13 @@ class GymnasiumAdapter(EnvAdapter):
 
     @classmethod
     def check_config(cls, config: Any) -> None:
-        """``env.wrappers`` and ``env.wrappers_vector``: importable, the right kind, kwargs that fit."""
+        """``env.wrappers`` and ``env.wrappers_vector``: importable, the right kind, kwargs that fit,
+        and one env that they wrap resets and steps."""
         super().check_config(config)
         gymnasium_wrappers.check(config)
+        env = config.env
+        make_bare_env = functools.partial(_make_bare_env, env.name, dict(env.kwargs), config.workers.horizon)
+        gymnasium_wrappers.probe(config, make_bare_env)
 
     def make(
         self,

@@ -10,9 +10,10 @@ statistics (``RunningMeanStd``: NormalizeObservation's ``obs_rms``, NormalizeRew
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -75,6 +76,78 @@ def check(config: Any) -> None:
                 )
                 raise config.fail(f"{where}.name", f"'{name}' is not a {base_name} subclass{hint}")
             _check_kwargs(cls, kwargs, f"{where}.kwargs", config.fail)
+
+
+def probe(config: Any, make_bare_env: Callable[[], gym.Env]) -> None:
+    """Reset and step one env as its wrappers are added one at a time; ``config.fail`` names the one that breaks it.
+
+    Why: a wrapper whose arguments fit its signature can still break the env
+    (``TransformReward`` with ``func: null`` raises on the first step), and a
+    run would meet that as a traceback from deep inside sampling. Adding the
+    wrappers one at a time (``env.wrappers``, then ``env.wrappers_vector`` around
+    a one-env vector env) tells which one did it. An env that fails without its
+    wrappers is left alone: building the run's envs reports a bad name or
+    kwargs, and a run reports an env that raises.
+    """
+    per_env, vector = specs(config.env.wrappers), specs(config.env.wrappers_vector)
+    if not per_env and not vector:
+        return
+    try:
+        env = make_bare_env()
+    except Exception:
+        return
+    envs = [env]  # everything built, closed at the end (the outermost closes what it wraps)
+    try:
+        if _failure(env) is not None:
+            return
+        for i, (name, kwargs) in enumerate(per_env):
+            env = _add_wrapper(config, f"env.wrappers[{i}]", env, name, kwargs)
+            envs.append(env)
+        if not vector:
+            return
+        try:
+            vec = gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+        except Exception:
+            return  # not the wrappers' doing: building the run's vector envs says what
+        envs.append(vec)
+        for i, (name, kwargs) in enumerate(vector):
+            vec = _add_wrapper(config, f"env.wrappers_vector[{i}]", vec, name, kwargs)
+            envs.append(vec)
+    finally:
+        with contextlib.suppress(Exception):  # a wrapper that broke the env may break its close too
+            envs[-1].close()
+
+
+def _add_wrapper(config: Any, where: str, env: Any, name: str, kwargs: dict[str, Any]) -> Any:
+    """``env`` wrapped by one spec, reset and stepped once; ``config.fail(where, ...)`` if either raises."""
+    cls = resolve_wrapper(name)  # check() has resolved it already
+    label = f"{cls.__name__}({', '.join(f'{key}={value!r}' for key, value in kwargs.items())})"
+    try:
+        wrapped = cls(env, **kwargs)
+    except Exception as err:
+        raise config.fail(where, f"{label} cannot wrap the env: {type(err).__name__}: {err}") from err
+    failure = _failure(wrapped)
+    if failure is not None:
+        stage, err = failure
+        with contextlib.suppress(Exception):  # its own resources; the env beneath is closed by the caller
+            wrapped.close()
+        raise config.fail(
+            where, f"{label} breaks the env's first {stage}: {type(err).__name__}: {err}"
+        ) from err
+    return wrapped
+
+
+def _failure(env: Any) -> tuple[str, Exception] | None:
+    """``('reset' | 'step', error)`` if a seeded reset or one step with a sampled action raises, else None."""
+    stage = "reset"
+    try:
+        env.reset(seed=0)
+        stage = "step"
+        env.action_space.seed(0)
+        env.step(env.action_space.sample())
+    except Exception as err:
+        return stage, err
+    return None
 
 
 def _check_kwargs(cls: type, kwargs: dict[str, Any], where: str, fail: Any) -> None:
