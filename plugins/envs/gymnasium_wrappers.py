@@ -21,6 +21,7 @@ import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from rlgear.discovery.registry import resolve_object
+from rlgear.env import ENV_RETURN_INFO_KEY
 from rlgear.errors import CheckpointError, PluginError, did_you_mean
 
 #: ``(class path, kwargs)``: what the env factories receive (plain, so async vector envs can pickle it).
@@ -168,15 +169,74 @@ def _check_kwargs(cls: type, kwargs: dict[str, Any], where: str, fail: Any) -> N
         raise fail(where, f"{cls.__name__}: {err} {takes}") from err
 
 
+class EnvReturn(gym.Wrapper):
+    """Beneath ``env.wrappers``: the env's own return so far, in ``info['env_return']`` at every step.
+
+    Why: wrappers above may change the rewards (clipping, scaling, normalization) while the run
+    must report the env's returns (:data:`rlgear.env.ENV_RETURN_INFO_KEY`). A running sum rather
+    than an episode-end figure: a wrapper above (a time limit) may end the episode where this
+    env does not, and frame-skipping wrappers above keep only their last step's info.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._return = 0.0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._return = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._return += float(reward)
+        return obs, reward, terminated, truncated, {**info, ENV_RETURN_INFO_KEY: self._return}
+
+
+class VectorEnvReturn(gym.vector.VectorWrapper):
+    """Beneath ``env.wrappers_vector`` (when no ``env.wrappers`` record it per env): each env's own
+    return so far, in ``info['env_return']`` (mask ``_env_return``) at every step.
+
+    Next-step autoreset: a slot that ended at the previous step is reset by this one (reward 0),
+    so its sum starts again here, as gymnasium's vector ``RecordEpisodeStatistics`` does.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv):
+        super().__init__(env)
+        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        self._ended = np.zeros(self.num_envs, dtype=bool)
+        self._mask = np.ones(self.num_envs, dtype=bool)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._returns[:] = 0.0
+        self._ended[:] = False
+        return self.env.reset(**kwargs)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        self._returns[self._ended] = 0.0
+        self._returns += rewards
+        self._ended = np.logical_or(terminated, truncated)
+        info = {**info, ENV_RETURN_INFO_KEY: self._returns.copy(), f"_{ENV_RETURN_INFO_KEY}": self._mask}
+        return obs, rewards, terminated, truncated, info
+
+
 def apply(env: Any, wrapper_specs: Sequence[Spec]) -> Any:
-    """``env`` wrapped by each spec in order (the first wraps ``env`` itself)."""
+    """``env`` wrapped by each spec in order (the first wraps ``env`` itself), with :class:`EnvReturn`
+    beneath them when there are any."""
+    if wrapper_specs:
+        env = EnvReturn(env)
     for name, kwargs in wrapper_specs:
         env = resolve_wrapper(name)(env, **kwargs)
     return env
 
 
-def apply_vector(env: gym.vector.VectorEnv, wrapper_specs: Sequence[Spec]) -> tuple[Any, list[Any]]:
-    """The vector env wrapped by each spec in order, and the wrappers (in config order)."""
+def apply_vector(
+    env: gym.vector.VectorEnv, wrapper_specs: Sequence[Spec], record_env_return: bool = True
+) -> tuple[Any, list[Any]]:
+    """The vector env wrapped by each spec in order, and the wrappers (in config order); with
+    :class:`VectorEnvReturn` beneath them if ``record_env_return`` and there are any."""
+    if wrapper_specs and record_env_return:
+        env = VectorEnvReturn(env)
     applied = []
     for name, kwargs in wrapper_specs:
         env = resolve_wrapper(name)(env, **kwargs)
