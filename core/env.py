@@ -27,6 +27,16 @@ from rlgear.timestep import TimeStep
 stop_requested = threading.Event()
 
 
+#: The ``TimeStep.info`` key (gymnasium layout: an array over the envs, its mask under ``_env_return``)
+#: through which an adapter whose wrappers change the rewards it emits (reward normalization,
+#: clipping, scaling) reports the env's own return so far. Why: a run is judged by the env's
+#: returns (``stop: {episode_return_mean: 475}``), while training sees the wrapped rewards; SB3
+#: reports its Monitor's returns beneath ``VecNormalize`` the same way. Read at an episode's LAST
+#: step, it becomes the episode's ``episode_return`` (the sum of the emitted rewards goes to
+#: ``wrapped_return``); an adapter that sets no such key reports the sum of the emitted rewards.
+ENV_RETURN_INFO_KEY = "env_return"
+
+
 class EnvInterrupted(RLGearError):
     """An env stopped waiting for input because the run was asked to stop."""
 

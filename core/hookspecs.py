@@ -42,8 +42,9 @@ def on_episode_start(worker: RolloutWorker, episode: Episode) -> None:
 def on_episode_end(worker: RolloutWorker, episode: Episode) -> None:
     """An episode ended (terminated or truncated) in ``worker``.
 
-    ``episode`` has ``episode_return``, ``length``, ``terminated``, ``truncated``,
-    ``env_id``, a free ``user_data`` dict, and ``custom_metrics``: numbers put
+    ``episode`` has ``episode_return`` (the env's own, beneath reward-changing wrappers;
+    ``wrapped_return`` then holds the sum of the rewards training saw), ``length``,
+    ``terminated``, ``truncated``, ``env_id``, a free ``user_data`` dict, and ``custom_metrics``: numbers put
     there are aggregated over the metrics window and reported as
     ``custom_metrics/<name>_mean`` (also ``_min`` and ``_max``).
     """

@@ -113,6 +113,18 @@ CASES = {
         train(p, VALID, "--set", "stop.timestep_total=1000"),
         ["--set stop.timestep_total=1000: stop.timestep_total: not a result key"],
     ),
+    "wrapper-breaks-the-env-set": lambda p: (
+        train(
+            p,
+            VALID,
+            "--set",
+            "env.wrappers=[{name: gymnasium.wrappers.TransformReward, kwargs: {func: null}}]",
+        ),
+        [
+            "--set env.wrappers=[{name: gymnasium.wrappers.TransformReward, kwargs: {func: null}}]: "
+            "env.wrappers[0]: TransformReward(func=None) breaks the env's first step",
+        ],
+    ),
     "unsupported-backend": lambda p: (
         train(p, VALID + "backend: jax\n"),
         ["algorithm 'ppo' does not support backend 'jax'", "supported: tf, torch"],

@@ -8,7 +8,9 @@ import pytest
 import rlgear
 from rlgear import config as config_mod
 from rlgear.config import WrapperConfig
+from rlgear.discovery import registry
 from rlgear.errors import CheckpointError, ConfigError
+from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.plugins.algorithms.ppo import PPO
 from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter, GymnasiumVectorEnv
 from rlgear.run import checkpoint as ckpt
@@ -102,6 +104,65 @@ def test_a_wrapper_error_from_set_names_the_override(tmp_path):
     assert (
         "env.wrappers[0].kwargs: FrameStackObservation: missing a required argument: 'stack_size'" in message
     )
+
+
+BROKEN_REWARD = {"name": "gymnasium.wrappers.TransformReward", "kwargs": {"func": None}}
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"wrappers": [FLATTEN, BROKEN_REWARD]},
+            "run.yaml: env.wrappers[1]: TransformReward(func=None) breaks the env's first step: "
+            "TypeError: 'NoneType' object is not callable",
+        ),
+        (
+            {
+                "wrappers": [
+                    {
+                        "name": "gymnasium.wrappers.TransformObservation",
+                        "kwargs": {"func": None, "observation_space": None},
+                    }
+                ]
+            },
+            "run.yaml: env.wrappers[0]: TransformObservation(func=None, observation_space=None) breaks the "
+            "env's first reset: TypeError: 'NoneType' object is not callable",
+        ),
+        (
+            {
+                "wrappers": [
+                    {"name": "gymnasium.wrappers.ClipReward", "kwargs": {"min_reward": 2, "max_reward": 1}}
+                ]
+            },
+            "run.yaml: env.wrappers[0]: ClipReward(min_reward=2, max_reward=1) cannot wrap the env: "
+            "InvalidBound: Min reward (2) must be smaller than max reward (1)",
+        ),
+        (
+            {
+                "wrappers": [FLATTEN],
+                "wrappers_vector": [
+                    NORMALIZE_OBS,
+                    {"name": "gymnasium.wrappers.vector.TransformReward", "kwargs": {"func": None}},
+                ],
+            },
+            "run.yaml: env.wrappers_vector[1]: TransformReward(func=None) breaks the env's first step: "
+            "TypeError: 'NoneType' object is not callable",
+        ),
+    ],
+)
+def test_a_wrapper_that_breaks_the_env_is_refused_when_the_config_is_read(tmp_path, env, expected):
+    # its kwargs fit its signature: only building and stepping one env shows the mistake
+    with pytest.raises(ConfigError) as info:
+        resolve(tmp_path, **env)
+    assert str(info.value) == expected
+
+
+def test_an_env_that_fails_without_its_wrappers_is_left_to_the_env_build(tmp_path):
+    config = resolve(tmp_path, kwargs={"no_such_kwarg": 1}, wrappers=[FLATTEN])  # not a wrapper's mistake
+    with pytest.raises(ConfigError) as info:
+        GymnasiumAdapter().make("CartPole-v1", 1, kwargs=config.env.kwargs, wrappers=config.env.wrappers)
+    assert str(info.value).startswith("env.kwargs: CartPole-v1 does not accept these arguments")
 
 
 def test_the_external_adapter_refuses_wrappers(tmp_path):
@@ -287,3 +348,61 @@ def test_normalize_observation_statistics_survive_a_checkpoint_and_a_resume(tmp_
     evaluation = evaluate_checkpoint(run_dir, 2)
     assert len(evaluation.episodes) == 2
     assert float(seen["frozen"][f"{STATS}/count"]) == count
+
+
+# --- reward wrappers: the run reports the env's own returns (issue 37) -------------------------
+
+NORMALIZE_REWARD = {"name": "gymnasium.wrappers.vector.NormalizeReward"}
+CLIP_HALF = {"name": "gymnasium.wrappers.ClipReward", "kwargs": {"max_reward": 0.5}}
+
+
+def sampled_episodes(config, count):
+    """At least ``count`` episode summaries from a PPO evaluator's sampling, then ``count`` greedy ones."""
+    evaluator = RolloutWorker(
+        config, PPO.policy_class("torch"), registry.load_env_adapter("gymnasium"), PPO.postprocess
+    )
+    try:
+        episodes = []
+        while len(episodes) < count:
+            episodes += evaluator.sample_with_episodes()[2]
+        return episodes, evaluator.evaluate(count)
+    finally:
+        evaluator.stop()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"wrappers_vector": [NORMALIZE_REWARD]},  # native CartPole: recorded beneath the vector wrappers
+        {"wrappers": [CLIP_HALF], "vectorization": "async"},  # recorded in each env, beneath env.wrappers
+        {"wrappers": [FLATTEN, CLIP_HALF], "wrappers_vector": [NORMALIZE_REWARD]},
+    ],
+)
+def test_reward_wrappers_change_what_training_sees_not_the_reported_returns(tmp_path, env):
+    pytest.importorskip("torch")
+    episodes, greedy = sampled_episodes(resolve(tmp_path, **env), count=3)
+    for e in episodes + greedy:
+        assert e["episode_return"] == e["length"]  # CartPole pays 1 per step: its own return is the length
+        assert e["wrapped_return"] != pytest.approx(e["length"])  # what training saw differs
+        if "wrappers_vector" not in env:
+            assert e["wrapped_return"] == 0.5 * e["length"]
+
+
+def test_the_run_reports_the_envs_returns_under_reward_normalization_and_the_wrapped_ones_apart(tmp_path):
+    pytest.importorskip("torch")
+    config = resolve(
+        tmp_path,
+        overrides=["training.evaluation_interval=1", "training.evaluation_episodes=2"],
+        wrappers_vector=[NORMALIZE_REWARD],
+    )
+    trainer, result = PPO(config), {}
+    try:
+        while result.get("episode_return_mean") is None:  # the first iteration that finished an episode
+            result = trainer.train()
+    finally:
+        trainer.stop()
+    for prefix in ("", "evaluation/"):
+        assert result[f"{prefix}episode_return_mean"] == result[f"{prefix}episode_len_mean"]
+        assert result[f"{prefix}wrapped/episode_return_mean"] != pytest.approx(
+            result[f"{prefix}episode_len_mean"]
+        )

@@ -81,7 +81,7 @@ class ResumePoint:
     Rows of iterations after ``iteration`` were logged by the run before it
     stopped, and are logged again (the runner has already moved them out of
     ``progress.jsonl``): a logger that can forget them should (TensorBoard
-    hides its events from ``timesteps_total + 1`` on), one that cannot says so
+    keeps only its points up to ``timesteps_total``), one that cannot says so
     in its documentation.
     """
 

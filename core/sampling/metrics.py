@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.env import ENV_RETURN_INFO_KEY
+
 
 @dataclass
 class Episode:
@@ -24,6 +26,8 @@ class Episode:
     env_id: int
     episode_id: int
     worker_index: int = 0
+    #: The env's own return (:data:`rlgear.env.ENV_RETURN_INFO_KEY`, beneath reward-changing
+    #: wrappers), else the sum of the rewards the env emitted.
     episode_return: float = 0.0
     length: int = 0
     terminated: bool = False
@@ -33,10 +37,13 @@ class Episode:
     #: The env's info at the episode's final step (gymnasium: that env's ``info``; e.g.
     #: ``is_success``), set before ``on_episode_end``; empty for envs that report none.
     last_info: dict[str, Any] = field(default_factory=dict)
+    #: The sum of the rewards training saw, when the env reported its own return beneath wrappers
+    #: that change rewards (then it differs from ``episode_return``); None otherwise.
+    wrapped_return: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """What the metrics window keeps (JSON-able; user_data and last_info are dropped)."""
-        return {
+        out = {
             "env_id": self.env_id,
             "episode_id": self.episode_id,
             "worker_index": self.worker_index,
@@ -46,6 +53,9 @@ class Episode:
             "truncated": self.truncated,
             "custom_metrics": {k: float(v) for k, v in self.custom_metrics.items()},
         }
+        if self.wrapped_return is not None:
+            out["wrapped_return"] = self.wrapped_return
+        return out
 
 
 def env_info_row(info: dict[str, Any] | None, env: int) -> dict[str, Any]:
@@ -73,6 +83,16 @@ def env_info_row(info: dict[str, Any] | None, env: int) -> dict[str, Any]:
     return row
 
 
+def reported_env_return(info: dict[str, Any] | None, env: int) -> float | None:
+    """Env ``env``'s own return as its adapter reported it (:data:`rlgear.env.ENV_RETURN_INFO_KEY`), or None."""
+    if not info or ENV_RETURN_INFO_KEY not in info:
+        return None
+    mask = info.get(f"_{ENV_RETURN_INFO_KEY}")
+    if mask is not None and not mask[env]:
+        return None
+    return float(info[ENV_RETURN_INFO_KEY][env])
+
+
 class MetricsWindow:
     """The last N episode summaries and the statistics over them."""
 
@@ -91,6 +111,9 @@ class MetricsWindow:
             "episode_return_max": max(returns) if returns else None,
             "episode_len_mean": _mean(lengths),
         }
+        wrapped = [e["wrapped_return"] for e in self.episodes if "wrapped_return" in e]
+        if wrapped:  # the env reported its own returns: what training saw, for comparison
+            out["wrapped/episode_return_mean"] = _mean(wrapped)
         policy_returns: dict[str, list[float]] = {}  # multi-agent envs: each policy's agents' rewards
         for e in self.episodes:
             for pid, value in e.get("policy_returns", {}).items():

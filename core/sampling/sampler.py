@@ -32,7 +32,7 @@ from rlgear.errors import UnsupportedError
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.agents import AgentSlots, OneAgentEnv, check_policy_spaces
 from rlgear.sampling.collector import PolicyCollector, take_rows
-from rlgear.sampling.metrics import Episode, env_info_row
+from rlgear.sampling.metrics import Episode, env_info_row, reported_env_return
 from rlgear.sampling.rows import PolicyStream, _empty_like, drop_invalid_rows
 from rlgear.sampling.sequences import chop_into_sequences
 from rlgear.timestep import StepType, TimeStep
@@ -189,8 +189,12 @@ class Sampler:
             episode = self._running.pop(i, _NOT_RUNNING)
             if episode is _NOT_RUNNING:
                 continue  # started before a reset() or restore: its start was not seen
+            env_return, wrapped_return = float(self._episode_return[i]), None
             if self.single_agent:
                 terminated = bool(mts.steps[OneAgentEnv.AGENT].discount[i] == 0)
+                reported = reported_env_return(mts.steps[OneAgentEnv.AGENT].info, i)
+                if reported is not None:  # the env's own return, beneath wrappers that change rewards
+                    env_return, wrapped_return = reported, env_return
             else:
                 discounts = [mts.steps[a].discount[i] for a in self.possible_agents if mts.active[a][i]]
                 terminated = bool(discounts) and all(d == 0 for d in discounts)
@@ -199,14 +203,16 @@ class Sampler:
                     "env_id": i,
                     "episode_id": int(self._episode_ids[i]),
                     "worker_index": ev.worker_index,
-                    "episode_return": float(self._episode_return[i]),
+                    "episode_return": env_return,
                     "length": int(self._episode_length[i]),
                     "terminated": terminated,
                     "truncated": not terminated,
                     "custom_metrics": {},
                 }
+                if wrapped_return is not None:
+                    summary["wrapped_return"] = wrapped_return
             else:
-                episode.episode_return = float(self._episode_return[i])
+                episode.episode_return, episode.wrapped_return = env_return, wrapped_return
                 episode.length = int(self._episode_length[i])
                 episode.terminated, episode.truncated = terminated, not terminated
                 if on_end:

@@ -307,9 +307,13 @@ class GymnasiumAdapter(EnvAdapter):
 
     @classmethod
     def check_config(cls, config: Any) -> None:
-        """``env.wrappers`` and ``env.wrappers_vector``: importable, the right kind, kwargs that fit."""
+        """``env.wrappers`` and ``env.wrappers_vector``: importable, the right kind, kwargs that fit,
+        and one env that they wrap resets and steps."""
         super().check_config(config)
         gymnasium_wrappers.check(config)
+        env = config.env
+        make_bare_env = functools.partial(_make_bare_env, env.name, dict(env.kwargs), config.workers.horizon)
+        gymnasium_wrappers.probe(config, make_bare_env)
 
     def make(
         self,
@@ -333,7 +337,7 @@ class GymnasiumAdapter(EnvAdapter):
         )
         if mode == "native":
             vec = gymnasium_native.make_native(name, num_envs, dict(kwargs), horizon)
-            return self._finish(vec, name, wrappers_vector)
+            return self._finish(vec, name, wrappers_vector)  # native: no env.wrappers
         make_one = functools.partial(_make_env, name, dict(kwargs), horizon, per_env)
         try:
             # fail here, with a readable error, not inside a subprocess
@@ -359,10 +363,19 @@ class GymnasiumAdapter(EnvAdapter):
         else:
             fns = [lambda: probe] + [make_one] * (num_envs - 1)
             vec = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
-        return self._finish(vec, name, wrappers_vector)
+        return self._finish(vec, name, wrappers_vector, env_return_recorded=bool(per_env))
 
     @staticmethod
-    def _finish(vec: gym.vector.VectorEnv, name: str, wrappers_vector: Sequence[Any]) -> GymnasiumVectorEnv:
-        """``env.wrappers_vector`` around ``vec``, as rlgear's VectorEnv."""
-        wrapped, applied = gymnasium_wrappers.apply_vector(vec, gymnasium_wrappers.specs(wrappers_vector))
+    def _finish(
+        vec: gym.vector.VectorEnv,
+        name: str,
+        wrappers_vector: Sequence[Any],
+        env_return_recorded: bool = False,
+    ) -> GymnasiumVectorEnv:
+        """``env.wrappers_vector`` around ``vec``, as rlgear's VectorEnv; the env's own returns are
+        recorded beneath them unless ``env_return_recorded`` says each env records them already."""
+        specs = gymnasium_wrappers.specs(wrappers_vector)
+        wrapped, applied = gymnasium_wrappers.apply_vector(
+            vec, specs, record_env_return=not env_return_recorded
+        )
         return GymnasiumVectorEnv(wrapped, name, applied)

@@ -93,7 +93,7 @@ def evaluate_population(
             job = slot_job[slot]
             if job is None:
                 continue  # an idle slot's episode
-            returns[job] = summary["episode_return"]
+            returns[job] = summary.get("wrapped_return", summary["episode_return"])  # what training sees
             lengths[job] = summary["length"]
             if report_episodes:
                 evaluator._finished.append(summary)
