@@ -10,11 +10,11 @@ from rlgear import config as config_mod
 from rlgear.config import WrapperConfig
 from rlgear.discovery import registry
 from rlgear.errors import CheckpointError, ConfigError
-from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.plugins.algorithms.ppo import PPO
 from rlgear.plugins.envs.gymnasium_env import GymnasiumAdapter, GymnasiumVectorEnv
 from rlgear.run import checkpoint as ckpt
 from rlgear.run.agent import evaluate_checkpoint, load
+from rlgear.sampling.rollout_worker import RolloutWorker
 from tests.conftest import small_config
 
 FRAME_STACK = {"name": "gymnasium.wrappers.FrameStackObservation", "kwargs": {"stack_size": 4}}

@@ -189,10 +189,10 @@ def test_population_fitness_is_the_wrapped_return_and_the_reported_return_the_en
     # training (ES's fitness) sees the clipped rewards; the run reports CartPole's own return (issue 37)
     clip = {"name": "gymnasium.wrappers.ClipReward", "kwargs": {"max_reward": 0.5}}
     config = config_mod.resolve(es_config(tmp_path, env={"wrappers": [clip]}))
-    evaluator = Evaluator(config, ES.policy_class("*"), registry.load_env_adapter("gymnasium"))
+    evaluator = RolloutWorker(config, ES.policy_class("*"), registry.load_env_adapter("gymnasium"))
     try:
         params = np.random.default_rng(0).standard_normal((2, evaluator.policy.layout.size)) * 0.1
-        result = evaluator.evaluate_population(params, episodes_per_candidate=2, report_episodes=True)
+        result = evaluate_population(evaluator, params, episodes_per_candidate=2, report_episodes=True)
         np.testing.assert_array_equal(result.returns, 0.5 * result.lengths)
         episodes = evaluator.pop_metrics()["episodes"]
         assert sorted(e["episode_return"] for e in episodes) == sorted(result.lengths.ravel().tolist())
