@@ -16,10 +16,10 @@ from rlgear.spaces import Box, Discrete, Space, space_from_json
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: Default bound on |reward| and |observation| from clients. Why 1e6: 100x the largest per-step
-#: rewards of common envs (1e3-1e4), and far below where float32 training overflows: a value loss
-#: squares returns, infinite beyond 1.8e19 (measured with configs/ppo-cartpole-external.yaml: one
-#: reward of 1e17 trains on, 1e20 stopped the run; one observation of 1e10 trains on with relu
-#: layers, 1e30 stopped it), and returns sum up to ~1e4 rewards, observations multiply weights.
+#: rewards of common envs (1e3-1e4), yet far below where float32 training overflows. A value loss
+#: squares returns, infinite beyond 1.8e19; measured with configs/ppo-cartpole-external.yaml, one
+#: reward of 1e17 trains on and 1e20 stopped the run, one observation of 1e10 trains on with relu
+#: layers and 1e30 stopped it. The margin covers returns that sum thousands of rewards.
 DEFAULT_MAX_ABS_VALUE = 1e6
 
 
