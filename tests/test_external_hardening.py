@@ -21,7 +21,7 @@ import pytest
 
 from rlgear.errors import ConfigError
 from rlgear.external.client import Client
-from rlgear.external.wire import ErrorCode, FrameDecoder, encode
+from rlgear.external.wire import ErrorCode, FrameDecoder, ServerError, encode
 from rlgear.plugins.envs.external.server import RateLimitedLog
 from tests.test_external_server import HELLO, error_code, make_env, play_episode, raw, read_until_eof
 
@@ -117,12 +117,12 @@ def test_rewards_beyond_float32_are_refused_and_never_reach_training(serve, rewa
 def test_max_abs_reward_bounds_what_one_client_contributes(serve):
     bounded = serve(num_envs=1, max_abs_reward=1000.0)
     sock, _ = started_episode(bounded.address)
-    sock.sendall(step_frame(1e20))
+    sock.sendall(step_frame(1e4))
     messages = read_until_eof(sock)
     assert error_code(messages) == ErrorCode.BAD_MESSAGE
     assert "max_abs_reward" in messages[-1].header["message"]
     still_serves(bounded.address)
-    unbounded = serve(num_envs=1)  # off by default: 1e20 is a finite float32
+    unbounded = serve(num_envs=1, max_abs_reward=None)  # null: any finite float32 (not the default)
     sock, decoder = started_episode(unbounded.address)
     sock.sendall(step_frame(1e20))
     replies: list = []
@@ -130,6 +130,125 @@ def test_max_abs_reward_bounds_what_one_client_contributes(serve):
         replies = decoder.feed(sock.recv(65536))
     assert replies[0].type == "action"
     sock.close()
+
+
+def wait_for_log(caplog, text: str, timeout: float = 3.0) -> list[str]:
+    """The log lines so far, once one holds ``text`` (the server logs from its stepping thread)."""
+    deadline = time.monotonic() + timeout
+    while not any(text in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("reward", [1e20, -1e20, 3.4e38])
+def test_by_default_a_reward_that_would_overflow_float32_losses_drops_its_client_alone(serve, caplog, reward):
+    """Finite float32 rewards this large square to infinity in a value loss: one stopped a whole run."""
+    server = serve(num_envs=2)
+    good = Client(server.address)
+    good.init(np.zeros(3, np.float32))
+    done = threading.Event()
+    actions: list = []
+
+    def play() -> None:  # the steps advance in lockstep: the good client must keep stepping meanwhile
+        deadline = time.monotonic() + 10
+        while not done.is_set() and time.monotonic() < deadline:
+            actions.append(good.send(1.0, np.zeros(3, np.float32)))
+
+    player = threading.Thread(target=play, daemon=True)
+    player.start()
+    with caplog.at_level(logging.WARNING, logger="rlgear.external"):
+        sock, _ = started_episode(server.address)
+        host, port = sock.getsockname()[:2]
+        peer = f"{host}:{port}"
+        sock.sendall(step_frame(reward))
+        messages = read_until_eof(sock)
+        lines = wait_for_log(caplog, peer)
+    played_before = len(actions)
+    deadline = time.monotonic() + 5
+    while len(actions) < played_before + 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    done.set()
+    player.join(15)
+    assert error_code(messages) == ErrorCode.BAD_MESSAGE
+    assert (
+        f"reward {reward:g} is beyond the server's env.kwargs.max_abs_reward = 1e+06"
+        in messages[-1].header["message"]
+    )
+    assert any(peer in line and "BAD_MESSAGE (8)" in line and "max_abs_reward" in line for line in lines), (
+        lines
+    )
+    assert len(actions) >= played_before + 3 and set(actions) <= {0, 1}  # the other client played on
+    good.disconnect()
+    rewards = np.concatenate([ts.reward for ts in list(server.timesteps)])
+    assert np.abs(rewards).max() <= 1.0
+
+
+def test_the_default_reward_bound_lets_large_rewards_of_real_envs_through(serve):
+    server = serve(num_envs=1)
+    client = Client(server.address)
+    client.init(np.zeros(3, np.float32))
+    for reward in (1e4, -1e4, 1e6, -1e6):  # 1e6: the default bound itself
+        assert client.send(reward, np.zeros(3, np.float32)) in (0, 1)
+    client.disconnect()
+    rewards = np.concatenate([ts.reward for ts in list(server.timesteps)])
+    assert {1e4, -1e4, 1e6, -1e6} <= set(rewards.tolist())
+
+
+@pytest.mark.parametrize("value", [1e30, -3.4e38, 2e6])
+def test_by_default_a_huge_observation_in_an_unbounded_dimension_is_refused(serve, value):
+    """An observation of 1e30 where the space's bound is infinite: relu layers overflow float32 on it."""
+    server = serve(num_envs=1)
+    sock, _ = started_episode(server.address)
+    sock.sendall(step_frame(1.0, [0.0, value, 0.0]))
+    messages = read_until_eof(sock)
+    assert error_code(messages) == ErrorCode.BAD_ARRAY
+    assert (
+        f"observation[1] = {np.float32(value):g} is beyond the server's env.kwargs.max_abs_observation = 1e+06"
+        in messages[-1].header["message"]
+    )
+    still_serves(server.address)
+    observations = np.concatenate([ts.observation for ts in list(server.timesteps)])
+    assert np.abs(observations).max() <= 1.0
+
+
+def test_the_observation_bound_grows_to_the_spaces_declared_bounds_and_null_turns_it_off(serve):
+    wide = {
+        "type": "Box",
+        "shape": [3],
+        "dtype": "float32",
+        "low": [-2e9, "-inf", -1],
+        "high": [2e9, "inf", 1],
+    }
+    declared = serve(num_envs=1, observation_space=wide)  # default bound: 2e9, the largest finite bound
+    client = Client(declared.address)
+    client.init(np.zeros(3, np.float32))
+    assert client.send(1.0, np.array([1.5e9, -1.5e9, 0.0], np.float32)) in (0, 1)
+    client.disconnect()
+    off = serve(num_envs=1, max_abs_observation=None)
+    sock, decoder = started_episode(off.address)
+    sock.sendall(step_frame(1.0, [0.0, 1e30, 0.0]))
+    replies: list = []
+    while not replies:
+        replies = decoder.feed(sock.recv(65536))
+    assert replies[0].type == "action"
+    sock.close()
+
+
+def test_an_integer_observation_beyond_the_bound_is_refused_too(serve):
+    int_space = {"type": "Box", "shape": [3], "dtype": "int64", "low": [-(2**62)] * 3, "high": [2**62] * 3}
+    server = serve(num_envs=1, observation_space=int_space, max_abs_observation=1000)
+    client = Client(server.address)
+    client.init(np.array([1000, -1000, 0], np.int64))
+    with pytest.raises(ServerError) as info:
+        client.send(1.0, np.array([0, 0, 1001], np.int64))
+    assert info.value.code == ErrorCode.BAD_ARRAY and "max_abs_observation" in info.value.detail
+
+
+@pytest.mark.parametrize("key", ["max_abs_reward", "max_abs_observation"])
+@pytest.mark.parametrize("value", [-1.0, "big", True])
+def test_the_magnitude_bounds_must_be_non_negative_numbers(key, value):
+    with pytest.raises(ConfigError, match=rf"^env\.kwargs\.{key}: expected a number >= 0, got {value!r}$"):
+        make_env(**{key: value})
 
 
 def test_metrics_with_an_infinite_statistic_answer_null_instead_of_killing_the_server(serve):

@@ -154,6 +154,7 @@ class PolicyServer:
             else (None, None)
         )
         self._bounds = (low, high) if settings.check_bounds and low is not None else None
+        self._obs_limit = _magnitude_limit(settings.max_abs_observation, self.obs_dtype)
         self.episodes_total = 0
         self.dropped_total = 0
         self.selector = selectors.DefaultSelector()
@@ -506,19 +507,39 @@ class PolicyServer:
                     f"observation{list(index)} = {float(obs[index]):g} is outside the observation space "
                     f"[{float(low[index]):g}, {float(high[index]):g}] (env.kwargs.check_bounds)",
                 )
+        if self._obs_limit is not None and isinstance(self.obs_space, Box):
+            self._check_magnitude(obs, self._obs_limit)
         if isinstance(self.obs_space, Discrete) and not 0 <= int(obs) < self.obs_space.n:
             raise WireError(ErrorCode.BAD_ARRAY, f"observation must be in 0..{self.obs_space.n - 1}")
         if kind == "start":
             return Request("start", obs)
         reward = check_finite_number(msg.header, "reward")
         limit = self.settings.max_abs_reward
-        if limit is not None and abs(reward) > limit:
+        if limit is not None and abs(reward) > limit:  # finite, yet its square would overflow float32
             raise WireError(
-                ErrorCode.BAD_MESSAGE, f"reward {reward:g} is beyond env.kwargs.max_abs_reward ({limit:g})"
+                ErrorCode.BAD_MESSAGE,
+                f"reward {reward:g} is beyond the server's env.kwargs.max_abs_reward = {limit:g} "
+                "(set it higher where rewards are this large)",
             )
         return Request(
             "step", obs, reward, check_bool(msg.header, "terminated"), check_bool(msg.header, "truncated")
         )
+
+    @staticmethod
+    def _check_magnitude(obs: np.ndarray, limit: float) -> None:
+        """Refuse values that are finite but huge: they overflow float32 in the learner's layers.
+
+        Why here and not in the learner: the offending client is known here, so it alone is
+        dropped (its episode aborted) and named in the log, while training goes on.
+        """
+        beyond = (obs > limit) | (obs < -limit)
+        if beyond.any():
+            index = tuple(int(i) for i in np.argwhere(beyond)[0])
+            raise WireError(
+                ErrorCode.BAD_ARRAY,
+                f"observation{list(index)} = {float(obs[index]):g} is beyond the server's "
+                f"env.kwargs.max_abs_observation = {limit:g} (set it higher where observations are this large)",
+            )
 
     def metrics(self, conn: Connection) -> dict[str, Any]:
         returns = list(self.recent_returns)
@@ -672,6 +693,14 @@ def _same_secret(given: str, expected: str) -> bool:
     return hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
     )
+
+
+def _magnitude_limit(limit: float | None, dtype: np.dtype) -> float | None:
+    """``limit``, or None where no value of ``dtype`` can exceed it (uint8 images, bool: no per-step cost)."""
+    if limit is None or dtype.kind == "b":
+        return None
+    info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
+    return None if max(-float(info.min), float(info.max)) <= limit else limit
 
 
 def _stage(conn: Connection) -> str:

@@ -7,12 +7,20 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from rlgear.config import REDACTED
 from rlgear.errors import ConfigError, did_you_mean
 from rlgear.external.wire import DEFAULT_MAX_MESSAGE_BYTES
 from rlgear.spaces import Box, Discrete, Space, space_from_json
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: Default bound on |reward| and |observation| from clients. Why 1e6: 100x the largest per-step
+#: rewards of common envs (1e3-1e4), yet far below where float32 training overflows. A value loss
+#: squares returns, infinite beyond 1.8e19; measured with configs/ppo-cartpole-external.yaml, one
+#: reward of 1e17 trains on and 1e20 stopped the run, one observation of 1e10 trains on with relu
+#: layers and 1e30 stopped it. The margin covers returns that sum thousands of rewards.
+DEFAULT_MAX_ABS_VALUE = 1e6
 
 
 @dataclass
@@ -41,7 +49,12 @@ class ServerSettings:
     idle_timeout_s: float = 60.0  # drop a handshaken client that sends nothing between episodes this long
     start_grace_s: float = 0.002  # how long a step waits for a client between episodes
     check_bounds: bool = True  # refuse Box observations outside the observation space's low/high
-    max_abs_reward: float | None = None  # refuse rewards beyond this magnitude (None: any finite float32)
+    # refuse rewards beyond this magnitude (BAD_MESSAGE: the client is dropped, training goes on);
+    # None: any finite float32, so that one client's reward of 1e20 can stop the run
+    max_abs_reward: float | None = DEFAULT_MAX_ABS_VALUE
+    # refuse Box observation values beyond this magnitude (BAD_ARRAY); default: DEFAULT_MAX_ABS_VALUE,
+    # or the observation space's largest finite |low|/|high| if larger; None: any finite float32
+    max_abs_observation: float | None = None
 
 
 _SPACE_KEYS = ("observation_space", "action_space")
@@ -165,11 +178,30 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
     if not isinstance(check_bounds, bool):
         raise ConfigError(f"env.kwargs.check_bounds: expected true or false, got {check_bounds!r}")
     s.check_bounds = check_bounds
-    max_abs_reward = _number(
-        "max_abs_reward", kwargs.get("max_abs_reward"), integer=False, minimum=0, allow_none=True
+    s.max_abs_reward = _bound("max_abs_reward", kwargs.get("max_abs_reward", s.max_abs_reward))
+    s.max_abs_observation = _bound(
+        "max_abs_observation",
+        kwargs.get("max_abs_observation", default_max_abs_observation(s.observation_space)),
     )
-    s.max_abs_reward = None if max_abs_reward is None else float(max_abs_reward)
     return s
+
+
+def _bound(key: str, value: Any) -> float | None:
+    """A magnitude bound: a number >= 0, or None (null) for none beyond float32."""
+    value = _number(key, value, integer=False, minimum=0, allow_none=True)
+    return None if value is None else float(value)
+
+
+def default_max_abs_observation(space: Space) -> float | None:
+    """DEFAULT_MAX_ABS_VALUE, raised to the Box's largest finite bound: declared values are never refused.
+
+    Discrete observations are already bounded by ``n`` (None: no check).
+    """
+    if not isinstance(space, Box):
+        return None
+    bounds = np.abs(np.concatenate([np.ravel(space.low), np.ravel(space.high)]).astype(np.float64))
+    finite = bounds[np.isfinite(bounds)]
+    return max(DEFAULT_MAX_ABS_VALUE, float(finite.max()) if finite.size else 0.0)
 
 
 def is_loopback(host: str) -> bool:
