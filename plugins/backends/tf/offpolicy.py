@@ -29,9 +29,10 @@ import numpy as np
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.blocks.squashed_inference import NumpyTanhActor
+from rlgear.plugins.backends.tf.compiled import _columns_key, _spec
 from rlgear.plugins.backends.tf.models import ACTIVATIONS, Dense
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
-from rlgear.plugins.backends.tf.policy import TFPolicy, _columns_key, _spec
+from rlgear.plugins.backends.tf.policy import TFPolicy
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch
