@@ -152,7 +152,7 @@ def test_the_hooks_api_reference_shows_the_types_of_the_arguments(built_site):
     text = re.sub(r"\s+", " ", page_text(site, "plugins/hooks/index.html"))
     for signature in (
         "on_trainer_init(trainer: Trainer) -> None",
-        "on_episode_end(worker: RolloutWorker, episode: Episode) -> None",
+        "on_episode_end( worker: RolloutWorker, episode: Episode ) -> None",  # wrapped: over 60 columns
         "on_sample_end( worker: RolloutWorker, batch: SampleBatch ) -> None",
         "on_checkpoint( trainer: Trainer, checkpoint_dir: str ) -> None",
     ):
