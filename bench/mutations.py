@@ -163,7 +163,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "metrics_window_never_drops_episodes",
-        "core/execution/metrics.py",
+        "core/sampling/metrics.py",
         "deque(maxlen=size)",
         "deque()",
         "the metrics window keeps every episode",
@@ -171,7 +171,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "bootstrap_row_reaches_the_learner",
-        "core/execution/postprocessing.py",
+        "core/sampling/postprocessing.py",
         "    body = steps.shape[0] - 1\n",
         "    body = steps.shape[0]\n",
         "trainable_rows keeps the fragment's bootstrap row",
@@ -179,7 +179,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "last_rows_reach_the_learner",
-        "core/execution/postprocessing.py",
+        "core/sampling/postprocessing.py",
         "    mask = steps[:body] != StepType.LAST\n",
         "    mask = steps[:body] >= 0\n",
         "trainable_rows keeps the LAST rows",
@@ -204,7 +204,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "apply_gradients_without_clip_torch",
-        "plugins/backends/torch/policy.py",
+        "plugins/backends/torch/gradients.py",
         "        if grad_clip is not None:\n            clip_gradients(",
         "        if False:\n            clip_gradients(",
         "A3C's learner applies unclipped gradients",
@@ -293,7 +293,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "n_step_discount_is_gamma",
-        "core/execution/replay_buffers.py",
+        "core/blocks/replay_buffers.py",
         "out[SampleBatch.DISCOUNTS] = (gamma ** k.astype(np.float64) * env_discounts[next_t, rows_b])",
         "out[SampleBatch.DISCOUNTS] = (gamma * env_discounts[next_t, rows_b])",
         "n-step transitions discount by gamma instead of gamma**n",
@@ -318,8 +318,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "impala_ignores_lr_schedule_tf",
         _IMPALA_TF,
-        "class IMPALATFPolicy(VTraceTFPolicy):\n",
-        "class IMPALATFPolicy(VTraceTFPolicy):\n"
+        "class IMPALATFPolicy(MinibatchSGD, VTraceTFPolicy):\n",
+        "class IMPALATFPolicy(MinibatchSGD, VTraceTFPolicy):\n"
         "    def _current_lr(self) -> float:\n"
         "        return float(self.config.training.lr)\n\n",
         "IMPALA's TF policy steps with lr, ignoring lr_schedule",

@@ -82,6 +82,14 @@ def test_import_linter_catches_a_planted_layering_slip_of_each_kind(tmp_path):
     assert "Contracts: 0 kept, 11 broken." in result.stdout, result.stdout
 
 
+def test_the_only_backend_to_family_imports_are_the_deprecated_sgd_path():
+    """The base classes reach the on-policy SGD family only for 0.2-style policies, until 0.4."""
+    assert listed("importlinter:contract:backends-import-no-algorithm-or-family", "ignore_imports") == {
+        "rlgear.plugins.backends.torch.learning -> rlgear.plugins.families.onpolicy.legacy",
+        "rlgear.plugins.backends.tf.learning -> rlgear.plugins.families.onpolicy.legacy",
+    }
+
+
 def test_every_core_module_is_under_the_no_plugin_contract():
     core_modules = {
         f"rlgear.{path.stem if path.is_file() else path.name}"

@@ -4,7 +4,8 @@
 - :mod:`~rlgear.blocks.inference`, :mod:`~rlgear.blocks.conv_inference`,
   :mod:`~rlgear.blocks.lstm_inference`, :mod:`~rlgear.blocks.squashed_inference`: the numpy twins
   of the catalog models (acting without a framework);
-- :mod:`~rlgear.blocks.schedules`, :mod:`~rlgear.blocks.target_network`.
+- :mod:`~rlgear.blocks.schedules`, :mod:`~rlgear.blocks.target_network`;
+- :mod:`~rlgear.blocks.minibatch_rows`: a learner batch's rows in a seeded random order.
 
 They import only the contracts at the top of ``rlgear``.
 """

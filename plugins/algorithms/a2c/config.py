@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.onpolicy import SGDSchedule
 
 
 @dataclass
@@ -32,6 +33,10 @@ class A2CConfig(TrainingConfig):
         "Normalize the advantages over each train batch (mean 0, std 1); off in SB3's A2C.", False
     )
     grad_clip: float | None = doc("Clip the global gradient norm to this value.", 0.5)
+
+    def sgd_schedule(self) -> SGDSchedule:
+        """One gradient step on the whole batch (A2C: one synchronous update per batch)."""
+        return SGDSchedule()
 
     def check(self, fail) -> None:
         if not 0 <= self.gae_lambda <= 1:

@@ -1,7 +1,7 @@
 """A2C's loss on the torch backend.
 
-The config has no ``num_sgd_iter`` or ``sgd_minibatch_size``, so the base class
-takes one gradient step on the whole batch (with ``grad_clip``).
+The on-policy SGD family's loop (``MinibatchSGD``) runs the config's schedule: one
+gradient step on the whole batch (with ``grad_clip``).
 """
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from __future__ import annotations
 import torch
 
 from rlgear.plugins.backends.torch import TorchPolicy, actor_critic_loss, normalize_advantages
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 
 
-class A2CTorchPolicy(TorchPolicy):
+class A2CTorchPolicy(MinibatchSGD, TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlgear.config.schema import doc
+from rlgear.plugins.families.onpolicy import SGDSchedule
 from rlgear.plugins.families.vtrace.config import VTraceConfig
 
 
@@ -49,6 +50,10 @@ class APPOConfig(VTraceConfig):
         "below kl_target / 2 (null: keep kl_coeff fixed).",
         0.01,
     )
+
+    def sgd_schedule(self) -> SGDSchedule:
+        """``num_sgd_iter`` passes over each learner batch, one gradient step on the whole batch each."""
+        return SGDSchedule(num_epochs=self.num_sgd_iter)
 
     def check(self, fail) -> None:
         super().check(fail)

@@ -7,6 +7,7 @@ from typing import Any
 from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.appo.kl import AdaptiveKLCoeff
 from rlgear.plugins.backends.tf import TargetModel, VTraceTFPolicy, clipped_surrogate, mean_over, tf
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
@@ -14,7 +15,7 @@ from rlgear.spaces import Space
 MAX_BEHAVIOUR_OVER_TARGET = 2.0
 
 
-class APPOTFPolicy(AdaptiveKLCoeff, TargetNetworkState, TargetModel, VTraceTFPolicy):
+class APPOTFPolicy(AdaptiveKLCoeff, TargetNetworkState, TargetModel, MinibatchSGD, VTraceTFPolicy):
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         # The coefficient adapts during the run: a variable, so the compiled loss never retraces.
         self._kl_coeff = tf.Variable(float(config.training.kl_coeff), dtype=tf.float32, trainable=False)

@@ -26,6 +26,7 @@ import torch
 from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.algorithms.appo.kl import AdaptiveKLCoeff
 from rlgear.plugins.backends.torch import TargetModel, VTraceTorchPolicy, clipped_surrogate, mean_over
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
@@ -33,7 +34,7 @@ from rlgear.spaces import Space
 MAX_BEHAVIOUR_OVER_TARGET = 2.0
 
 
-class APPOTorchPolicy(AdaptiveKLCoeff, TargetNetworkState, TargetModel, VTraceTorchPolicy):
+class APPOTorchPolicy(AdaptiveKLCoeff, TargetNetworkState, TargetModel, MinibatchSGD, VTraceTorchPolicy):
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)
         self.make_target_model()

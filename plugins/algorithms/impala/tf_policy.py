@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from rlgear.plugins.backends.tf import VTraceTFPolicy, mean_over, tf
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 
 
-class IMPALATFPolicy(VTraceTFPolicy):
+class IMPALATFPolicy(MinibatchSGD, VTraceTFPolicy):
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training
         out = self.unroll(batch)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import torch
 
 from rlgear.plugins.backends.torch import VTraceTorchPolicy, mean_over
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 
 
-class IMPALATorchPolicy(VTraceTorchPolicy):
+class IMPALATorchPolicy(MinibatchSGD, VTraceTorchPolicy):
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
         out = self.unroll(batch)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.onpolicy import SGDSchedule
 
 
 @dataclass
@@ -29,6 +30,10 @@ class PGConfig(TrainingConfig):
         "that matters most without a baseline.",
         True,
     )
+
+    def sgd_schedule(self) -> SGDSchedule:
+        """One gradient step on the whole batch, as REINFORCE takes (the batch is on-policy for one step)."""
+        return SGDSchedule()
 
     def check(self, fail) -> None:
         for key in ("vf_loss_coeff", "entropy_coeff"):

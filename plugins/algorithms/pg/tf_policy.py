@@ -1,16 +1,17 @@
 """PG's loss on the TensorFlow backend (the same loss as ``torch_policy``).
 
-The config has no ``num_sgd_iter`` or ``sgd_minibatch_size``, so the base class
-takes one gradient step on the whole batch, as REINFORCE does.
+The on-policy SGD family's loop (``MinibatchSGD``) runs the config's schedule: one
+gradient step on the whole batch, as REINFORCE does.
 """
 
 from __future__ import annotations
 
 from rlgear.plugins.backends.tf import TFPolicy, masked_mean, normalize_advantages, tf
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 
 
-class PGTFPolicy(TFPolicy):
+class PGTFPolicy(MinibatchSGD, TFPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
 
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:

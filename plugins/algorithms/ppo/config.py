@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.onpolicy import SGDSchedule
 
 
 @dataclass
@@ -26,6 +27,10 @@ class PPOConfig(TrainingConfig):
     entropy_coeff: float = doc("Weight of the entropy bonus.", 0.0)
     normalize_advantages: bool = doc("Normalize advantages per minibatch (mean 0, std 1).", True)
     grad_clip: float | None = doc("Clip the global gradient norm to this value.", 0.5)
+
+    def sgd_schedule(self) -> SGDSchedule:
+        """``num_sgd_iter`` epochs of ``sgd_minibatch_size``-row minibatches over each train batch."""
+        return SGDSchedule(num_epochs=self.num_sgd_iter, minibatch_size=self.sgd_minibatch_size)
 
     def check(self, fail) -> None:
         if not 0 <= self.gae_lambda <= 1:

@@ -8,11 +8,12 @@ import numpy as np
 
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.plugins.backends.tf import TFPolicy, clipped_surrogate, masked_mean, normalize_advantages, tf
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
 
-class PPOTFPolicy(TFPolicy):
+class PPOTFPolicy(MinibatchSGD, TFPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, SB.VF_PREDS)
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):

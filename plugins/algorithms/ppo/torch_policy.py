@@ -1,4 +1,4 @@
-"""PPO's loss on the torch backend."""
+"""PPO's loss on the torch backend; ``num_sgd_iter`` epochs of minibatches through the on-policy SGD family."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import torch
 
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.plugins.backends.torch import TorchPolicy, clipped_surrogate, masked_mean, normalize_advantages
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 
 
-class PPOTorchPolicy(TorchPolicy):
+class PPOTorchPolicy(MinibatchSGD, TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, SB.VF_PREDS)
 
     def clip_param(self) -> float:

@@ -33,8 +33,9 @@ from torch import nn
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.blocks.squashed_inference import NumpyTanhActor
+from rlgear.plugins.backends.torch.learning import clip_gradients
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
-from rlgear.plugins.backends.torch.policy import TorchPolicy, clip_gradients
+from rlgear.plugins.backends.torch.policy import TorchPolicy
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Space, flat_dim

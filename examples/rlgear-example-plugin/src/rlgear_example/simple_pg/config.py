@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.onpolicy import SGDSchedule
 
 
 @dataclass
@@ -21,6 +22,12 @@ class SimplePGConfig(TrainingConfig):
         "Env steps per training step (all envs together); one gradient step is taken on them.", 1000
     )
     vf_loss_coeff: float = doc("Weight of the value-baseline loss in the total loss.", 0.5)
+
+    def sgd_schedule(self) -> SGDSchedule:
+        # How the policy's learn_on_batch goes over a batch (the on-policy SGD family's loop):
+        # one gradient step on the whole batch, as REINFORCE takes. PPO's is
+        # SGDSchedule(num_epochs=self.num_sgd_iter, minibatch_size=self.sgd_minibatch_size).
+        return SGDSchedule()
 
     def check(self, fail) -> None:
         # Called by rlgear after type checking; `fail(key path, message)` builds an

@@ -1,10 +1,11 @@
 """simple_pg's loss on the torch backend.
 
 ``TorchPolicy`` builds the model (``model:`` section of the config: policy and
-value MLPs), acts, runs the optimizer and moves weights and state; this class
-only says which batch columns the loss reads and what the loss is. With no
-``num_sgd_iter`` or ``sgd_minibatch_size`` in the config, the base class takes
-one gradient step on the whole batch, as REINFORCE does.
+value MLPs), acts, takes gradient steps (the optimizer, ``grad_clip``) and moves
+weights and state. ``MinibatchSGD``, the on-policy SGD family's loop, makes
+``learn_on_batch`` go over each batch as the config's ``sgd_schedule()`` says (here
+one step on the whole batch, as REINFORCE does). This class only says which batch
+columns the loss reads and what the loss is.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import torch
 
 from rlgear.plugins.backends.torch import TorchPolicy
+from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 
 
-class SimplePGTorchPolicy(TorchPolicy):
+class SimplePGTorchPolicy(MinibatchSGD, TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ADVANTAGES, SB.VALUE_TARGETS)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
