@@ -1,30 +1,12 @@
-"""StatelessCartPole: CartPole-v1 with the velocities removed (positions only), for recurrent-policy tests.
+"""StatelessCartPole for recurrent-policy tests: the env now ships in the package.
 
-The cart position and pole angle alone do not say where the pole is going; a
-policy must remember earlier observations (an LSTM) to balance it for long.
-As in sb3-contrib's ``CartPoleNoVel`` (rl-baselines3-zoo); used as
-``env.name: tests.stateless_cartpole:StatelessCartPole``.
+It lives in :mod:`rlgear.plugins.envs.stateless_cartpole`, so that the shipped config
+``configs/ppo-lstm-stateless-cartpole.yaml`` can name it; this module keeps the older
+``env.name: tests.stateless_cartpole:StatelessCartPole`` resolving to the same class.
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
-import numpy as np
-from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from rlgear.plugins.envs.stateless_cartpole import POSITIONS, StatelessCartPole
 
-POSITIONS = [0, 2]  # x, theta (CartPole's observation is x, x_dot, theta, theta_dot)
-
-
-class StatelessCartPole(gym.Wrapper):
-    def __init__(self, max_episode_steps: int = 500):
-        super().__init__(gym.wrappers.TimeLimit(CartPoleEnv(), max_episode_steps=max_episode_steps))
-        high = self.env.observation_space.high[POSITIONS]
-        self.observation_space = gym.spaces.Box(-high, high, dtype=np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        obs, info = self.env.reset(seed=seed, options=options)
-        return obs[POSITIONS], info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs[POSITIONS], reward, terminated, truncated, info
+__all__ = ["POSITIONS", "StatelessCartPole"]

@@ -299,11 +299,11 @@ def test_prune_keeps_the_newest_k(tmp_path):
 
 
 def test_prune_with_keep_none_or_more_than_present_deletes_nothing(tmp_path):
-    for iteration in range(1, 4):
+    for iteration in range(1, 8):  # more than checkpoint.keep's default (5): null keeps them all
         write_sample(tmp_path, iteration)
     assert ckpt.prune(tmp_path, None) == []
     assert ckpt.prune(tmp_path, 10) == []
-    assert len(ckpt.list_checkpoints(tmp_path)) == 3
+    assert len(ckpt.list_checkpoints(tmp_path)) == 7
 
 
 def test_resolve_path_accepts_checkpoint_or_run_folder(tmp_path):

@@ -239,6 +239,20 @@ def test_wrappers_apply_in_order_in_sync_and_async_vector_envs():
             env.close()
 
 
+def test_vector_wrappers_apply_in_order():
+    """README: env.wrappers_vector wraps the vector env "in order": the first wraps it, the last is
+    outermost. Reshape then flatten gives (4,), flatten then reshape gives (2, 2)."""
+    reshape = {"name": "gymnasium.wrappers.vector.ReshapeObservation", "kwargs": {"shape": (2, 2)}}
+    flatten = {"name": "gymnasium.wrappers.vector.FlattenObservation"}
+    for wrappers_vector, shape in (([reshape, flatten], (4,)), ([flatten, reshape], (2, 2))):
+        env = make(wrappers_vector=wrappers_vector)
+        try:
+            assert env.observation_space.shape == shape, wrappers_vector
+            assert env.reset(seed=0).observation.shape == (2, *shape)
+        finally:
+            env.close()
+
+
 def test_frame_stack_reaches_the_policy_and_a_short_ppo_run_trains(tmp_path):
     config = small_config(tmp_path, env={"name": "CartPole-v1", "wrappers": [FRAME_STACK]})
     trainer = PPO(config)

@@ -112,6 +112,27 @@ def test_an_agent_no_pattern_maps_is_an_error_naming_it_and_the_patterns():
         ppo()(raw)
 
 
+def test_the_first_matching_glob_picks_the_policy_as_documented():
+    """README: ``policy_mapping`` is "glob -> policy, first match": a catch-all '*' after a narrower
+    glob leaves the narrower one its agents, in the config's order."""
+    from rlgear.config.multiagent import PolicyMapping
+
+    section = {"policies": {"adversary": {}, "shared": {}}}
+    config = config_mod.resolve(
+        ma_config(multiagent={**section, "policy_mapping": {"adversary_*": "adversary", "*": "shared"}})
+    )
+    mapping = PolicyMapping(config)
+    assert [mapping(agent) for agent in ("adversary_0", "agent_0", "adversary_1")] == [
+        "adversary",
+        "shared",
+        "adversary",
+    ]
+    config = config_mod.resolve(
+        ma_config(multiagent={**section, "policy_mapping": {"*": "shared", "adversary_*": "adversary"}})
+    )
+    assert PolicyMapping(config)("adversary_0") == "shared"  # '*' first: it matches every agent
+
+
 def test_agents_with_different_spaces_on_one_policy_are_refused_naming_them():
     with pytest.raises(
         ConfigError,

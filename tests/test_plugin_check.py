@@ -142,6 +142,8 @@ ENTRY_POINTS = """
     import_error_algo = chk_import_error:Algo
     twin = chk_algos:Twin
     idle_algo = chk_algos:Idle
+    picky_algo = chk_algos:Picky
+    vague_algo = chk_algos:Vague
 
     [rlgear.envs]
     nofirst_env = chk_envs:NoFirstAdapter
@@ -203,6 +205,47 @@ MODULES = {
             def training_step(self):
                 self.workers.local_worker.sample()  # samples, never learns (and never sets weights)
                 return {"nothing": 0.0}
+
+
+        class Picky(PG):
+            '''Like a third-party CEM: scores whole episodes of one env, one step per sample, and its
+            setup() refuses anything else, one key at a time.'''
+
+            name = "picky_algo"
+            policies = {"torch": PG.policies["torch"]}
+            action_spaces = frozenset({"discrete"})
+
+            def setup(self, config):
+                workers = config.workers
+                if workers.batch_mode != "complete_episodes":
+                    raise config.fail(
+                        "workers.batch_mode",
+                        f"picky_algo scores whole episodes: it needs complete_episodes, not {workers.batch_mode}",
+                    )
+                if workers.num_envs_per_worker != 1:
+                    raise config.fail(
+                        "workers.num_envs_per_worker",
+                        f"picky_algo steps one env: expected 1, got {workers.num_envs_per_worker}",
+                    )
+                if workers.rollout_fragment_length != 1:
+                    raise config.fail(
+                        "workers.rollout_fragment_length",
+                        f"picky_algo takes one step per sample (expected 1, got {workers.rollout_fragment_length})",
+                    )
+                super().setup(config)
+
+
+        class Vague(PG):
+            '''Refuses the short run's env count without saying which value it wants.'''
+
+            name = "vague_algo"
+            policies = {"torch": PG.policies["torch"]}
+            action_spaces = frozenset({"discrete"})
+
+            def setup(self, config):
+                if config.workers.num_envs_per_worker != 3:
+                    raise config.fail("workers.num_envs_per_worker", "vague_algo needs its own number of envs")
+                super().setup(config)
 
 
         class Twin(PG):
@@ -412,6 +455,52 @@ def test_an_algorithm_that_never_learns_is_reported(broken_plugins):
     report = check_plugin("idle_algo")
     assert failed(report) == ["loss path (CartPole-v1, torch)"], report.describe_failures()
     assert "weights did not change" in finding(report, "loss path").message
+
+
+def check_overrides_in(fix: str) -> dict:
+    """The dict of the ``check_overrides = {...}`` a fix advises (Python source, as it says)."""
+    import ast
+
+    assert "check_overrides = {" in fix, fix
+    source = fix.split("check_overrides = ", 1)[1]
+    depth = 0
+    for end, char in enumerate(source):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0:
+            return ast.literal_eval(source[: end + 1])
+    raise AssertionError(f"unbalanced dict in {fix!r}")
+
+
+def test_settings_setup_refuses_are_advised_as_the_check_overrides_that_fix_them(broken_plugins, monkeypatch):
+    report = check_plugin("picky_algo")
+    assert failed(report) == ["short run (CartPole-v1, torch)"], report.describe_failures()
+    refused = finding(report, "short run")
+    assert "raised ConfigError: rlgear plugins --check: workers.batch_mode:" in refused.message
+    assert "--debug" not in refused.fix
+    advised = check_overrides_in(refused.fix)  # every key setup() refuses, one after the other
+    assert advised == {
+        "workers": {"batch_mode": "complete_episodes", "num_envs_per_worker": 1, "rollout_fragment_length": 1}
+    }
+    assert "(the short run's trainer builds with it)" in refused.fix
+    monkeypatch.setattr(registry.load_algorithm("picky_algo"), "check_overrides", advised)
+    assert check_plugin("picky_algo").ok  # the advice, declared as it is written, passes the check
+
+
+def test_a_value_the_error_does_not_name_is_a_placeholder_at_its_key(broken_plugins):
+    refused = finding(check_plugin("vague_algo"), "short run")
+    assert not refused.ok
+    assert 'check_overrides = {"workers": {"num_envs_per_worker": <value>}}' in refused.fix
+    assert "fill in <value>: what workers.num_envs_per_worker must be" in refused.fix
+
+
+def test_the_check_overrides_advice_is_on_the_fail_line_of_the_table(broken_plugins, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "400")
+    assert cli.main(["plugins", "--check", "vague_algo"]) == 1
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("│ short run (CartPole-v1")]
+    assert " FAIL " in line and "vague_algo needs its own number of envs" in line
+    fix = out.split(line, 1)[1]
+    assert 'check_overrides = {"workers": {"num_envs_per_worker": <value>}}' in fix
 
 
 def test_a_plugin_that_fails_to_import_is_one_finding_with_the_registry_error(broken_plugins, capsys):

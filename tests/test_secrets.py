@@ -27,13 +27,14 @@ def test_secret_keys_are_redacted_at_any_depth_and_nothing_else_is():
                 "db": {"password": "p", "user": "u"},
                 "plugins": [{"api_key": "k", "wandb_api_key": "w"}, {"name": "x"}],
                 "refresh_token": None,  # nothing to hide
+                "hub_token": "h",  # README: names like *_token are secrets too
             }
         },
         "training": {"lr": 0.001},
     }
     redacted = config_mod.redact_secrets(config)
     kwargs = redacted["env"]["kwargs"]
-    assert kwargs["token"] == kwargs["db"]["password"] == config_mod.REDACTED
+    assert kwargs["token"] == kwargs["db"]["password"] == kwargs["hub_token"] == config_mod.REDACTED
     assert kwargs["plugins"][0] == {"api_key": config_mod.REDACTED, "wandb_api_key": config_mod.REDACTED}
     assert kwargs["token_env"] == "MY_TOKEN_VAR" and kwargs["db"]["user"] == "u"
     assert kwargs["refresh_token"] is None and redacted["training"] == {"lr": 0.001}

@@ -7,7 +7,7 @@ import dataclasses
 import importlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,17 +116,21 @@ class _Checks:
         self.add(check, True, f"not checked: {why}")
 
     @contextlib.contextmanager
-    def step(self, check: str, fix: str) -> Iterator[None]:
-        """Run a block of plugin code; an exception it raises is recorded as ``check`` failing."""
+    def step(self, check: str, fix: str | Callable[[Exception], str]) -> Iterator[None]:
+        """Run a block of plugin code; an exception it raises is recorded as ``check`` failing.
+
+        ``fix`` may be a function of that exception, for advice that depends on what was raised.
+        """
         try:
             yield
         except _Failed:
             raise
         except _Broke as err:  # a rule the check itself found broken: say which, not just 'raised'
-            self.add(err.check, False, str(err), fix)
+            self.add(err.check, False, str(err), fix if isinstance(fix, str) else fix(err))
             raise _Failed from err
         except Exception as err:
-            self.add(check, False, f"raised {type(err).__name__}: {_one_line(err)}", fix)
+            text = fix if isinstance(fix, str) else fix(err)
+            self.add(check, False, f"raised {type(err).__name__}: {_one_line(err)}", text)
             raise _Failed from err
 
 

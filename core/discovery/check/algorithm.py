@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.discovery import registry
+from rlgear.discovery.check import overrides
 from rlgear.discovery.check._base import (
     CAPABILITY_KEYS,
     SHORT_RUN_ENVS,
@@ -25,6 +26,10 @@ from rlgear.discovery.check._base import (
     _no_entry_point_hooks,
     _one_line,
 )
+from rlgear.errors import ConfigError
+
+#: Where the short run's config comes from, in its error messages.
+SHORT_RUN_SOURCE = "rlgear plugins --check"
 
 
 def _check_algorithm(
@@ -264,21 +269,33 @@ def _short_run(checks: _Checks, cls: type, load_name: str, env: str, backend: st
     suffix = f" ({env}, {backend})"
     with tempfile.TemporaryDirectory(prefix="rlgear-check-") as tmp, contextlib.suppress(_Failed):
         raw = _short_run_config(cls, load_name, env, backend, tmp)
+        trained = []  # set once the trainer is built: a ConfigError after that came from train()
         with checks.step(
             "short run config" + suffix,
-            "accept small values for the keys it overrides (training."
-            + ", training.".join(raw["training"])
-            + ") or make check() allow them; an algorithm whose check_config needs other values "
-            "declares them in its check_overrides class attribute",
+            _refused_settings_fix(
+                cls,
+                raw,
+                trained,
+                "accept small values for the keys it overrides (training."
+                + ", training.".join(raw["training"])
+                + ") or make check() allow them; an algorithm whose check_config needs other values "
+                "declares them in its check_overrides class attribute",
+            ),
         ):
-            config = resolve(raw, source="rlgear plugins --check", training_class=cls.config_class)
+            config = resolve(raw, source=SHORT_RUN_SOURCE, training_class=cls.config_class)
             cls.check_config(config)
         with checks.step(
             "short run" + suffix,
-            "the trainer failed to build or to train: run the same config with "
-            "'rlgear train' and --debug to see the traceback",
+            _refused_settings_fix(
+                cls,
+                raw,
+                trained,
+                "the trainer failed to build or to train: run the same config with "
+                "'rlgear train' and --debug to see the traceback",
+            ),
         ):
             trainer = cls(config)
+            trained.append(True)
             calls = _record_learning(trainer.policy)
             weights_before = {k: np.array(v, copy=True) for k, v in trainer.policy.get_weights().items()}
             try:
@@ -317,6 +334,50 @@ def _short_run(checks: _Checks, cls: type, load_name: str, env: str, backend: st
             "load it in set_algorithm_state / set_algorithm_arrays; the policy's get_state/set_state "
             "must round-trip weights and optimizer state",
         )
+
+
+def _refused_settings_fix(
+    cls: type, raw: dict[str, Any], trained: list[bool], otherwise: str
+) -> Callable[[Exception], str]:
+    """The fix of a failed short-run step: for a ConfigError (the algorithm refused the short run's
+    settings), the check_overrides class attribute that gets past it; else ``otherwise``."""
+
+    def fix(err: Exception) -> str:
+        if not isinstance(err, ConfigError):
+            return otherwise
+        sections = overrides.config_sections(cls.config_class)
+        return overrides.advice(
+            err,
+            getattr(cls, "check_overrides", None) or {},
+            sections,
+            lambda path: overrides.current_value(raw, path, sections),
+            lambda extra: _try_short_run(cls, raw, extra, train=bool(trained)),
+        )
+
+    return fix
+
+
+def _try_short_run(cls: type, raw: dict[str, Any], extra: dict[str, Any], train: bool) -> Exception | None:
+    """What building the short run's trainer (and one iteration, with ``train``) raises once the
+    flat ``{key path: value}`` of ``extra`` is merged into ``raw``; None when nothing is raised."""
+    from rlgear.config import resolve
+
+    try:
+        config = resolve(
+            overrides.merge(raw, overrides.nested(extra)),
+            source=SHORT_RUN_SOURCE,
+            training_class=cls.config_class,
+        )
+        cls.check_config(config)
+        trainer = cls(config)
+        try:
+            if train:
+                trainer.train()
+        finally:
+            trainer.stop()
+    except Exception as err:
+        return err
+    return None
 
 
 def _record_learning(policy: Any) -> dict[str, list[Any]]:
