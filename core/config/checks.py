@@ -84,6 +84,7 @@ def check_ranges(config: RunConfig, fail) -> None:
     }.items():
         if value < 0:
             raise fail(path, f"expected 0 or more, got {value}")
+    check_learners(config, fail)
     if w.ray.object_store_memory is not None and w.ray.object_store_memory <= 0:
         raise fail(
             "workers.ray.object_store_memory",
@@ -155,3 +156,26 @@ def check_env_adapter(config: RunConfig) -> None:
 
     if config.env.adapter in registry.names("env"):
         registry.load_env_adapter(config.env.adapter).check_config(config)
+
+
+def check_learners(config: RunConfig, fail) -> None:
+    """The ``learners`` section's values (whether a device exists is the backend's check, at setup)."""
+    import re
+
+    from rlgear.config.sections import DEVICE_PATTERN
+
+    learners = config.learners
+    if not isinstance(learners.device, str) or not re.fullmatch(DEVICE_PATTERN, learners.device):
+        raise fail("learners.device", f"expected auto, cpu, cuda, cuda:N or mps, got {learners.device!r}")
+    for path, value in {
+        "learners.num_learners": learners.num_learners,
+        "learners.num_gpus_per_learner": learners.num_gpus_per_learner,
+        "learners.max_restarts": learners.max_restarts,
+    }.items():
+        if value < 0:
+            raise fail(path, f"expected 0 or more, got {value}")
+    if learners.num_cpus_per_learner <= 0:
+        raise fail(
+            "learners.num_cpus_per_learner",
+            f"expected a positive number, got {learners.num_cpus_per_learner}",
+        )

@@ -23,6 +23,7 @@ from rlgear.config.sections import (
     TOP_LEVEL_KEYS,
     CheckpointConfig,
     EnvConfig,
+    LearnersConfig,
     LoggingConfig,
     ModelConfig,
     RunConfig,
@@ -92,6 +93,7 @@ def resolve(
     for key, cls in (
         ("model", ModelConfig),
         ("workers", WorkersConfig),
+        ("learners", LearnersConfig),
         ("checkpoint", CheckpointConfig),
         ("logging", LoggingConfig),
     ):

@@ -19,7 +19,14 @@ from typing import Any, get_type_hints
 
 from rlgear.config.multiagent import MultiAgentConfig
 from rlgear.config.schema import field_help
-from rlgear.config.sections import CheckpointConfig, EnvConfig, LoggingConfig, ModelConfig, WorkersConfig
+from rlgear.config.sections import (
+    CheckpointConfig,
+    EnvConfig,
+    LearnersConfig,
+    LoggingConfig,
+    ModelConfig,
+    WorkersConfig,
+)
 from rlgear.config.training import TrainingConfig
 
 #: The top-level keys of a run config (``RunConfig`` itself carries no help texts).
@@ -33,6 +40,7 @@ TOP_LEVEL = (
     ("training", "a mapping", "{}",
      "The algorithm's hyperparameters: the common keys below plus the algorithm's own (its page)."),
     ("workers", "a mapping", "{}", "Sampling: workers, envs, fragments (the workers section below)."),
+    ("learners", "a mapping", "{}", "Learning: the device and the number of learner processes (below)."),
     ("stop", "a mapping", "{}",
      "Result key -> threshold; the run ends when any is reached (>=). Keys: training_iteration, "
      "timesteps_total, episode_return_mean, ... or a learner/*, evaluation/* or custom_metrics/* path."),
@@ -51,6 +59,7 @@ SECTIONS: tuple[tuple[str, type, str], ...] = (
     ("env", EnvConfig, "Which environment to run and how to vectorize it."),
     ("model", ModelConfig, "The network: the built-in MLP catalog, or your own model class."),
     ("workers", WorkersConfig, "Sampling: rollout workers, envs per worker, and how experience is cut."),
+    ("learners", LearnersConfig, "Learning: the device, and N data-parallel learner actors on Ray."),
     ("training", TrainingConfig, "Hyperparameters every algorithm has; each algorithm adds its own."),
     ("checkpoint", CheckpointConfig, "When checkpoints are written and how many are kept."),
     ("logging", LoggingConfig, "Run folders, TensorBoard and the progress display."),

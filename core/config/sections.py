@@ -207,6 +207,47 @@ class WorkersConfig:
     )
 
 
+#: ``learners.device`` values: ``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``.
+DEVICE_PATTERN = r"auto|cpu|cuda|cuda:\d+|mps"
+
+
+@dataclass
+class LearnersConfig:
+    """Learning: on which device, and in how many learner processes (see docs/learners.md)."""
+
+    num_learners: int = doc(
+        "0: the learner lives in the driver process (no Ray needed). N >= 1: N learner actors on Ray; "
+        "with N >= 2 each takes a shard of every minibatch and the gradients are all-reduced "
+        "(torch.distributed: gloo on CPU, NCCL on GPU), the same update as one learner on the whole "
+        "minibatch.",
+        0,
+    )
+    device: str = doc(
+        "Where the learner's model and optimizer live: auto | cpu | cuda | cuda:N | mps. 'auto' picks "
+        "the GPU for conv and LSTM models when one is present, the CPU for MLPs (small MLPs train "
+        "faster on the CPU). Acting stays on the CPU (numpy twin) and gets the weights after each update.",
+        "auto",
+    )
+    num_cpus_per_learner: int = doc(
+        "CPUs (Ray resource and framework threads) of each learner actor (num_learners >= 1).", 1
+    )
+    num_gpus_per_learner: float = doc(
+        "GPUs (Ray resource, may be fractional) of each learner actor (num_learners >= 1). With 'auto' "
+        "or a cuda device and 0 here, each learner asks Ray for one GPU when the cluster has GPUs.",
+        0.0,
+    )
+    placement: Literal["pack", "spread"] = doc(
+        "How learner actors are placed on a cluster's nodes: 'pack' fills a node first, 'spread' "
+        "puts each on another node where it can (a Ray placement group strategy).",
+        "pack",
+    )
+    max_restarts: int = doc(
+        "Learner replacements allowed before the run writes its last good checkpoint and stops "
+        "(a learner actor that dies is replaced from the last weights).",
+        3,
+    )
+
+
 @dataclass
 class CheckpointConfig:
     every: int = doc("Write a checkpoint every N iterations (0: only at the end).", 0)
@@ -244,7 +285,7 @@ class LoggingConfig:
 
 #: The keys a config file may have at its top level (``tune`` is read by ``rlgear tune`` only).
 TOP_LEVEL_KEYS = (
-    "algorithm", "backend", "env", "model", "training", "workers",
+    "algorithm", "backend", "env", "model", "training", "workers", "learners",
     "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
 )  # fmt: skip
 
@@ -263,6 +304,7 @@ class RunConfig:
     backend: str = "torch"
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     workers: WorkersConfig = dataclasses.field(default_factory=WorkersConfig)
+    learners: LearnersConfig = dataclasses.field(default_factory=LearnersConfig)
     stop: dict[str, float] = dataclasses.field(default_factory=dict)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
