@@ -9,7 +9,7 @@ only calls this small interface, and only when a run asks for the backend.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,6 +44,21 @@ class Backend(ABC):
     def version(self) -> str:
         """The framework's version, for ``rlgear plugins``; empty if unknown."""
         return ""
+
+    #: True when :meth:`join_data_parallel_group` works: ``learners.num_learners >= 2`` is refused
+    #: (one line naming the key) for a backend without it.
+    supports_data_parallel: ClassVar[bool] = False
+
+    def join_data_parallel_group(
+        self, rank: int, world_size: int, address: str, port: int, device: str
+    ) -> Any:
+        """Join the learners' data-parallel group as learner ``rank`` of ``world_size`` (learner 0
+        listens at ``address:port``); returns the object each policy keeps as ``data_parallel``.
+
+        Called in each learner actor of a :class:`~rlgear.distributed.learner_group.LearnerGroup`
+        with two or more learners, all at once; returns when every learner has joined.
+        """
+        raise NotImplementedError(f"backend '{self.framework}' has no data-parallel learners")
 
 
 class NoFrameworkBackend(Backend):

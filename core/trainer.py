@@ -136,18 +136,24 @@ class Trainer:
         #: checkpoints restore fully under any ``backend:`` value), else the ``backend:`` plugin's name.
         self.backend_name = "numpy" if backend_cls is NoFrameworkBackend else config.backend
         self.backend.setup(config.workers.num_cpus_for_driver, config.seed)
-        #: What learns: the trainable policies, their optimizers and the update. The in-process
-        #: rollout worker adds the policies as its env shows their spaces, and acts with them.
-        self.learner = Learner(config, policy_cls)
-        self.workers = WorkerSet(
-            config,
-            policy_cls,
-            adapter_cls,
-            type(self).postprocess,
-            self.hooks,
-            check_spaces=self.check_spaces,
-            learner=self.learner,
-        )
+        #: What learns: the trainable policies, their optimizers and the update. In the driver
+        #: (``learners.num_learners: 0``) a :class:`~rlgear.learner.Learner` whose policies the
+        #: in-process rollout worker adds as its env shows their spaces, and acts with; else a
+        #: :class:`~rlgear.distributed.learner_group.LearnerGroup` of learner actors on Ray.
+        self.learner: Any
+        if config.learners.num_learners > 0:
+            self._setup_learner_group(config, policy_cls, backend_cls, adapter_cls)
+        else:
+            self.learner = Learner(config, policy_cls)
+            self.workers = WorkerSet(
+                config,
+                policy_cls,
+                adapter_cls,
+                type(self).postprocess,
+                self.hooks,
+                check_spaces=self.check_spaces,
+                learner=self.learner,
+            )
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
@@ -168,6 +174,34 @@ class Trainer:
             # build the recording env now: a missing render mode fails before training, not at an evaluation
             self._evaluation_worker_for(config.training.evaluation_episodes)
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
+
+    def _setup_learner_group(
+        self, config: RunConfig, policy_cls: type, backend_cls: type, adapter_cls: type
+    ) -> None:
+        """``learners.num_learners >= 1``: the rollout workers act with copies of their own, the
+        policies that learn live in learner actors, started from the driver's initial weights
+        (so a run starts alike whatever its number of learners)."""
+        from rlgear.distributed import learner_group
+
+        learner_group.check_before_start(config, policy_cls, backend_cls)
+        self.workers = WorkerSet(
+            config,
+            policy_cls,
+            adapter_cls,
+            type(self).postprocess,
+            self.hooks,
+            check_spaces=self.check_spaces,
+        )
+        try:
+            local = self.workers.local_worker
+            spaces = {pid: (p.observation_space, p.action_space) for pid, p in local.policy_map.items()}
+            self.learner = learner_group.LearnerGroup(
+                config, policy_cls, backend_cls, spaces, weights=local.get_weights()
+            )
+        except BaseException:
+            self.workers.stop()
+            raise
+        self.workers.learner = self.learner
 
     @classmethod
     def check_config(cls, config: RunConfig) -> None:
@@ -283,6 +317,7 @@ class Trainer:
             "env_steps_per_s": steps_this_iter / elapsed if elapsed > 0 else 0.0,
         }
         result.update(self.workers.fault_stats())  # num_worker_restarts ... (remote workers only)
+        result.update(self.learner_info())
         for key, value in learner_stats.items():
             result[f"learner/{key}"] = value
         interval = training.evaluation_interval
@@ -290,6 +325,17 @@ class Trainer:
             result.update(self.evaluate())
         hooks_mod.call(self.hooks, "on_train_result", trainer=self, result=result)
         return result
+
+    def learner_info(self) -> dict[str, Any]:
+        """``learner/num_learners`` (1 for the learner in the driver), ``learner/device`` and,
+        with learner actors, ``num_learner_restarts``."""
+        info: dict[str, Any] = {
+            "learner/num_learners": float(max(1, self.config.learners.num_learners)),
+            "learner/device": str(getattr(self.learner, "device", "cpu")),
+        }
+        if hasattr(self.learner, "fault_stats"):
+            info.update(self.learner.fault_stats())
+        return info
 
     def evaluate(self, num_episodes: int | None = None) -> dict[str, Any]:
         """Greedy episodes on separate envs with the current weights (``evaluation/*`` keys).
@@ -446,6 +492,8 @@ class Trainer:
     def stop(self) -> None:
         """Release envs, processes and files."""
         self.workers.stop()
+        if hasattr(self.learner, "stop"):  # learner actors
+            self.learner.stop()
         if self._evaluation_worker is not None:
             self._evaluation_worker.stop()
             self._evaluation_worker = None

@@ -39,6 +39,10 @@ class WorkerFailureError(RunError):
     """Remote workers kept failing (more restarts than ``workers.max_restarts``, or recreation off)."""
 
 
+class LearnerFailureError(RunError):
+    """Learner actors kept failing (more group restarts than ``learners.max_restarts``)."""
+
+
 def import_ray() -> Any:
     """``import ray``, or a PluginError with the install hint when it is missing."""
     try:
@@ -145,6 +149,32 @@ def check_resources(num_workers: int, num_cpus_per_worker: float, num_gpus_per_w
                 f"workers: asked for {num_workers} workers x {_number(per_worker)} {unit}, "
                 f"the cluster has {_number(have)} {unit}s; lower workers.num_workers or "
                 f"workers.num_{unit.lower()}s_per_worker, or attach to a bigger cluster "
+                "(workers.ray.address)"
+            )
+
+
+def run_num_cpus(config: Any) -> int:
+    """The CPUs a local Ray is started with: the remote workers' plus the learner actors'."""
+    w, learners = config.workers, config.learners
+    return int(w.num_workers * w.num_cpus_per_worker + learners.num_learners * learners.num_cpus_per_learner)
+
+
+def check_learner_resources(
+    num_learners: int, num_cpus_per_learner: float, num_gpus_per_learner: float
+) -> None:
+    """Fail before anything starts, with numbers, when the learner actors can never fit on the
+    cluster (Ray would queue them forever)."""
+    total = cluster_resources()
+    for name, per_learner in (("CPU", num_cpus_per_learner), ("GPU", num_gpus_per_learner)):
+        if per_learner <= 0:
+            continue
+        needed = num_learners * per_learner
+        have = total.get(name, 0.0)
+        if needed > have:
+            raise RayResourceError(
+                f"learners: asked for {num_learners} learners x {_number(per_learner)} {name}, "
+                f"the cluster has {_number(have)} {name}s; lower learners.num_learners or "
+                f"learners.num_{name.lower()}s_per_learner, or attach to a bigger cluster "
                 "(workers.ray.address)"
             )
 

@@ -186,7 +186,7 @@ class RemoteWorkerFactory:
 
         w = config.workers
         started_local_ray = ray_session.init_ray(
-            num_cpus=w.num_workers * w.num_cpus_per_worker,
+            num_cpus=ray_session.run_num_cpus(config),
             address=w.ray.address,
             object_store_memory=w.ray.object_store_memory,
             quiet=not w.ray.log_to_driver,

@@ -120,6 +120,13 @@ def concat_batches(
             pending, steps = [], 0
 
 
+def _is_learner(obj: Any) -> bool:
+    """A :class:`~rlgear.learner.Learner`, or a learner group (learner actors) standing in for one."""
+    from rlgear.distributed.learner_group import LearnerGroup
+
+    return isinstance(obj, Learner | LearnerGroup)
+
+
 def train_one_step(
     policy: Any,
     workers: Any,
@@ -133,7 +140,7 @@ def train_one_step(
     as before the Learner, one Policy or the policy set (``{id: Policy}``, each policy of
     ``policies_to_train``, default all, learning on its own rows).
     """
-    if isinstance(policy, Learner) and policies_to_train is None:
+    if _is_learner(policy) and policies_to_train is None:
         stats = policy.update(batch)
     elif isinstance(batch, MultiAgentBatch):
         stats = learn_per_policy(policy, batch, policies_to_train)

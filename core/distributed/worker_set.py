@@ -135,18 +135,26 @@ class WorkerSet:
 
     # --- weights ----------------------------------------------------------------
     def sync_weights(self, worker_ids: Sequence[int] | None = None) -> None:
-        """Send the learner's weights to the remote workers (all, or ``worker_ids``).
+        """Send the learner's weights to the remote workers (all, or ``worker_ids``), and with
+        learner actors (``learners.num_learners >= 1``) to the local worker as well.
 
         One ``ray.put`` per call: every worker receives the same object-store
         reference, not its own copy. Calls on an actor run in order, so a
         sample requested after this call uses the new weights.
         """
+        learner_actors = self.learner is not None and not hasattr(self.learner, "add_policy")
+        weights = None
+        if learner_actors and worker_ids is None:  # the local worker acts with a copy of its own too
+            weights = self.learner.get_weights()
+            self.local_worker.set_weights(weights)
         ids = self.remote_worker_ids if worker_ids is None else [i for i in worker_ids if i in self._slots]
         if not ids:
             return
         ray = self._remote.ray
-        source = self.local_worker if self.learner is None else self.learner
-        ref = ray.put(source.get_weights())
+        if weights is None:
+            source = self.local_worker if self.learner is None else self.learner
+            weights = source.get_weights()
+        ref = ray.put(weights)
         self.last_weights_ref = ref
         filter_state = self.local_worker.obs_filter_state()
         filter_ref = None if filter_state is None else ray.put(filter_state)

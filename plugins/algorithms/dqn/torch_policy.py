@@ -289,7 +289,12 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
             resample_noise(self.target_model.noisy_layers(), self.noise_rng)
         rows = SB(batch)
         rows[_ROW] = np.arange(len(batch))
-        return super().learn_on_batch(rows)
+        stats = super().learn_on_batch(rows)
+        group = self.data_parallel
+        if group is not None:  # each learner filled its shard's rows: gather them all
+            own = self.td_errors if self.last_shard_share > 0 else np.zeros_like(self.td_errors)
+            self.td_errors = group.all_reduce_numpy(own)
+        return stats
 
     def compute_td_errors(self, batch: SB) -> np.ndarray:
         """``|TD error|`` of every row of ``batch`` under the current networks, without learning.

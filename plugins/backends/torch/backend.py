@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -32,3 +34,13 @@ class TorchBackend(Backend):
 
     def version(self) -> str:
         return torch.__version__
+
+    supports_data_parallel = True
+
+    def join_data_parallel_group(
+        self, rank: int, world_size: int, address: str, port: int, device: str
+    ) -> Any:
+        """A ``torch.distributed`` group (gloo on CPU, NCCL on CUDA): :mod:`.data_parallel`."""
+        from rlgear.plugins.backends.torch.data_parallel import DataParallelGroup
+
+        return DataParallelGroup(rank, world_size, address, port, device)

@@ -14,6 +14,7 @@ learner); PPO, A2C, PG, IMPALA and APPO mix in the on-policy SGD family's
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 from rlgear.blocks.minibatch_rows import shuffled_rows
+from rlgear.plugins.backends.torch.data_parallel import DataParallelGroup
 from rlgear.policy import NonFiniteGuard
 from rlgear.sample_batch import SampleBatch
 
@@ -55,6 +57,11 @@ class TorchLearning:
     weights_version: int
     loss_columns: ClassVar[tuple[str, ...]]
     rows_are_sequences: ClassVar[bool]
+    #: This learner's place among data-parallel learners (set by the learner actor that holds the
+    #: policy when ``learners.num_learners >= 2``); None: the policy learns alone.
+    data_parallel: DataParallelGroup | None = None
+    #: This learner's share of the last data-parallel minibatch (0: it had no rows of its own).
+    last_shard_share: float = 1.0
 
     @property
     def rows_per_sequence(self) -> int:
@@ -62,19 +69,58 @@ class TorchLearning:
         recurrent policy, else 1 (a feed-forward policy, or one whose rows are whole sequences)."""
         return self.max_seq_len if self.recurrent and not self.rows_are_sequences else 1
 
+    def minibatch_weight(self, tensors: dict[str, torch.Tensor], rows: np.ndarray) -> float:
+        """How much rows ``rows`` weigh in a loss that is a mean over the minibatch: their valid rows
+        (``seq_mask``) for a recurrent policy, else their number. Data-parallel learners weigh
+        their shards' gradients by it; a loss averaging over something else overrides it (V-trace:
+        the learned steps)."""
+        mask = tensors.get(SampleBatch.SEQ_MASK)
+        if mask is None:
+            return float(len(rows))
+        return float(mask[torch.from_numpy(rows)].sum())
+
+    def data_parallel_shard(
+        self, tensors: dict[str, torch.Tensor], rows: np.ndarray
+    ) -> tuple[np.ndarray, float]:
+        """This learner's shard of minibatch ``rows`` and its share of the minibatch's weight
+        (:meth:`minibatch_weight`); ``(rows, 1.0)`` without a data-parallel group.
+
+        A learner whose shard is empty (fewer sequences than learners) computes the loss on the
+        first sequence with share 0, so that it still takes part in the all-reduce.
+        """
+        group = self.data_parallel
+        if group is None:
+            return rows, 1.0
+        shards = group.shards(rows, self.rows_per_sequence)
+        weights = [self.minibatch_weight(tensors, shard) if len(shard) else 0.0 for shard in shards]
+        total = sum(weights)
+        mine = shards[group.rank]
+        if len(mine) == 0 or total <= 0:
+            self.last_shard_share = 0.0
+            return np.asarray(rows)[: self.rows_per_sequence], 0.0
+        self.last_shard_share = weights[group.rank] / total
+        return mine, self.last_shard_share
+
     def sgd_step(self, tensors: dict[str, torch.Tensor], rows: np.ndarray) -> dict[str, torch.Tensor] | None:
         """One gradient step on rows ``rows`` of ``tensors``; its stats (tensors), or None if skipped.
 
         The stats are the loss's, plus ``total_loss`` and ``grad_gnorm`` (the global norm before
         clipping). A non-finite loss or gradient norm skips the step: the weights and the optimizer
         state stay as they were, and ``nonfinite`` counts it (the run stops after
-        ``training.max_nonfinite_updates`` in a row).
+        ``training.max_nonfinite_updates`` in a row). With data-parallel learners
+        (:mod:`~rlgear.plugins.backends.torch.data_parallel`) the loss runs on this learner's shard
+        of ``rows`` and the gradients, loss and stats are the whole minibatch's after the all-reduce.
         """
         training = self.config.training
+        group = self.data_parallel
+        rows, share = self.data_parallel_shard(tensors, rows)
         index = torch.from_numpy(rows)
-        loss, stats = self.loss({k: v[index] for k, v in tensors.items()})
+        with contextlib.nullcontext() if group is None else group.active():
+            loss, stats = self.loss({k: v[index] for k, v in tensors.items()})
         self.optimizer.zero_grad()
         loss.backward()
+        if group is not None:
+            loss, stats = group.all_reduce_step(self.optimizer.params, loss, stats, share)
         grad_norm = clip_gradients(self.optimizer.params, training.grad_clip)
         # One check per step: the norm is NaN or infinite whenever any gradient is.
         if not bool(torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)):

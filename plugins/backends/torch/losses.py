@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from rlgear.plugins.backends.torch.data_parallel import active_group, minibatch_sum
+
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """The mean of ``x`` over the rows where ``mask`` is 1 (all rows without a mask).
@@ -20,7 +22,10 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tens
 
 def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean 0, std 1 (unbiased) over the (mini)batch's rows, or over those where ``mask`` is 1;
-    a single row is left as it is."""
+    a single row is left as it is. With data-parallel learners the mean and variance are the
+    whole minibatch's, summed over every learner's shard (:mod:`.data_parallel`)."""
+    if active_group() is not None:
+        return _normalize_over_group(advantages, mask)
     if mask is None:
         if advantages.numel() <= 1:
             return advantages
@@ -30,6 +35,18 @@ def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = N
         return advantages
     mean = (advantages * mask).sum() / count
     variance = (((advantages - mean) * mask) ** 2).sum() / (count - 1)
+    return (advantages - mean) / (variance.sqrt() + 1e-8)
+
+
+def _normalize_over_group(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """:func:`normalize_advantages` with the sums taken over the whole minibatch (two passes, as
+    one learner computes them, so the numbers agree to float tolerance)."""
+    weights = torch.ones_like(advantages) if mask is None else mask.to(advantages.dtype)
+    count, total = minibatch_sum(torch.stack([weights.sum(), (advantages * weights).sum()]))
+    if count <= 1:
+        return advantages
+    mean = total / count
+    variance = minibatch_sum((((advantages - mean) * weights) ** 2).sum()) / (count - 1)
     return (advantages - mean) / (variance.sqrt() + 1e-8)
 
 

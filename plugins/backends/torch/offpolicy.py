@@ -22,6 +22,7 @@ sees the critics from before this step's critic update, as in a joint update.)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
@@ -270,16 +271,37 @@ class OffPolicyTorchPolicy(TorchPolicy):
         return True
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        """One gradient step on the replayed minibatch, then the Polyak update of the targets."""
+        """One gradient step on the replayed minibatch, then the Polyak update of the targets.
+
+        With data-parallel learners each takes its shard of the minibatch's rows; the gradients,
+        loss and stats are all-reduced and :attr:`td_errors` gathered, so every learner steps as
+        one learner on the whole minibatch would (the noise too: each draws the whole minibatch's
+        and keeps its rows', :meth:`sample_noise`).
+        """
         training = self.config.training
         self.optimizer.lr = lr = self._current_lr()
-        tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
+        group = self.data_parallel
+        rows, share = self.data_parallel_shard({}, np.arange(len(batch)))
+        shard = batch if group is None else batch.select(rows)
+        tensors = self.to_tensors(shard, self.learner_columns(self.loss_columns))
         update_actor = self.update_actor_now()
-        loss, stats, td_errors = self.loss(tensors, update_actor)
+        self._noise_rows = None if group is None else (rows, len(batch))
+        try:
+            with contextlib.nullcontext() if group is None else group.active():
+                loss, stats, td_errors = self.loss(tensors, update_actor)
+        finally:
+            self._noise_rows = None
         self.optimizer.zero_grad()
         loss.backward()
+        if group is None:
+            self.td_errors = td_errors.detach().cpu().numpy()
+        else:
+            loss, stats = group.all_reduce_step(self.optimizer.params, loss, stats, share)
+            full = np.zeros(len(batch), dtype=np.float32)
+            if share > 0:  # a learner with an empty shard ran the loss on borrowed rows: they don't count
+                full[rows] = td_errors.detach().cpu().numpy()
+            self.td_errors = group.all_reduce_numpy(full)
         grad_norm = clip_gradients(self.optimizer.params, training.grad_clip)
-        self.td_errors = td_errors.numpy()
         if not bool(torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)):
             self.optimizer.zero_grad()  # skipped: weights and optimizer state stay as they were
             self.nonfinite.record(
@@ -326,7 +348,13 @@ class OffPolicyTorchPolicy(TorchPolicy):
         return per_row.mean(), td.detach().abs().mean(dim=0)
 
     def sample_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
-        return torch.randn(shape, generator=self.noise_generator)
+        """Standard normal noise of ``shape`` (rows first). A data-parallel learner draws the whole
+        minibatch's rows and keeps its shard's, so the update matches one learner's."""
+        shard = getattr(self, "_noise_rows", None)
+        if shard is None:
+            return torch.randn(shape, generator=self.noise_generator)
+        rows, total = shard
+        return torch.randn((total, *shape[1:]), generator=self.noise_generator)[torch.from_numpy(rows)]
 
     # --- the target networks (TargetNetworkState's contract) -------------------------------------
     def update_target(self, tau: float = 1.0) -> None:

@@ -135,6 +135,12 @@ class VTraceTorchPolicy(TorchPolicy):
             lambda_=training.vtrace_lambda,
         )
 
+    def minibatch_weight(self, tensors: dict[str, torch.Tensor], rows: np.ndarray) -> float:
+        """The learned steps of sequences ``rows``: V-trace's loss terms are means over them
+        (:func:`mean_over`), so data-parallel learners weigh their shards by these."""
+        step_types = tensors[SB.STEP_TYPES][torch.from_numpy(rows)]  # [n, T+1]
+        return float((step_types[:, :-1] != _LAST).sum())
+
     def learned_steps(self, batch: dict[str, torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
         """``[T, N]``, 1 at the steps a loss learns: neither LAST (their action was ignored) nor the
         bootstrap row. Loss terms are sums over these divided by their count (:func:`mean_over`)."""

@@ -173,6 +173,8 @@ class ReplayTrainer(Trainer):
         self.workers.foreach_worker(
             lambda worker: [p.set_global_timestep(timesteps) for p in worker.policy_map.values()]
         )
+        if self.config.learners.num_learners > 0:  # learner actors: their own copies (lr schedules)
+            self.learner.set_global_timestep(timesteps)
 
     # --- hyperparameters on a live trainer -------------------------------------------------
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
