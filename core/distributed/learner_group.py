@@ -118,6 +118,7 @@ class LearnerGroup:
         self._method_names: set[str] = set()
         self._last_weights: Any = None
         self._global_timestep = 0
+        self._broken = False  # max_restarts used up: only the last weights are left (for a checkpoint)
         self._start()
         if weights is not None:
             self.set_weights(weights)
@@ -207,6 +208,8 @@ class LearnerGroup:
         restarts = self.num_restarts - self._restarts_before_resume
         why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         if restarts >= self.config.learners.max_restarts:
+            self._kill_all()
+            self._broken = True
             raise LearnerFailureError(
                 f"a learner actor failed ({why}) after {restarts} learner restarts since the run "
                 f"(re)started; learners.max_restarts is {self.config.learners.max_restarts}: the learners "
@@ -218,6 +221,14 @@ class LearnerGroup:
         if self._last_weights is not None:
             self._broadcast("set_weights", self._last_weights, restart=False)
         self._broadcast("set_global_timestep", self._global_timestep, restart=False)
+
+    def _raise_if_broken(self) -> None:
+        if self._broken:
+            from rlgear.distributed.ray_session import LearnerFailureError
+
+            raise LearnerFailureError(
+                f"the learner actors are gone (learners.max_restarts {self.config.learners.max_restarts} used up)"
+            )
 
     # --- calls on every learner --------------------------------------------------------
     def _put_large(self, value: Any) -> Any:
@@ -231,6 +242,7 @@ class LearnerGroup:
         group and the call runs again on the new one."""
         from rlgear.distributed.ray_session import is_actor_failure
 
+        self._raise_if_broken()
         while True:
             refs_args = [self._put_large(a) for a in args]
             refs = [getattr(actor, method).remote(*refs_args) for actor in self._actors]
@@ -247,6 +259,7 @@ class LearnerGroup:
         """``method(*args)`` on learner 0 only (a read)."""
         from rlgear.distributed.ray_session import is_actor_failure
 
+        self._raise_if_broken()
         while True:
             try:
                 return self.ray.get(getattr(self._actors[0], method).remote(*args))
@@ -303,7 +316,25 @@ class LearnerGroup:
         self._broadcast("set_weights", dict(weights))
 
     def get_state(self) -> dict[str, Any]:
+        """Learner 0's policy states; once the learners are gone for good (``max_restarts`` used
+        up), the last weights the driver fetched, so the run can still write its last good
+        checkpoint (its optimizer state then starts fresh on resume)."""
+        if self._broken:
+            return self._last_weights_state()
         return self._ask_first("get_state")
+
+    def _last_weights_state(self) -> dict[str, Any]:
+        from rlgear.policy import PolicyState
+
+        weights = self._last_weights or {}
+        per_policy = weights if len(self._spaces) > 1 else {next(iter(self._spaces)): weights}
+        return {
+            pid: PolicyState(
+                arrays={f"weights/{k}": v for k, v in dict(w).items()},
+                meta={"global_timestep": self._global_timestep},
+            )
+            for pid, w in per_policy.items()
+        }
 
     def set_state(self, states: Mapping[str, Any]) -> None:
         self._broadcast("set_state", dict(states))
