@@ -145,6 +145,22 @@ CASES = {
         ["evaluate", str(folder(p / "empty"))],
         [f"{p / 'empty'}: no complete checkpoint found here"],
     ),
+    "learners-device-not-a-device": lambda p: (
+        train(p, VALID, "--set", "learners.device=gpu"),
+        ["--set learners.device=gpu: learners.device: expected auto, cpu, cuda, cuda:N or mps, got 'gpu'"],
+    ),
+    "learners-several-on-tf": lambda p: (
+        train(p, VALID + "backend: tf\nlearners: {num_learners: 2}\n"),
+        [f"{p / 'run.yaml'}: learners.num_learners: backend 'tf' has no data-parallel learners (got 2)"],
+    ),
+    "learners-on-a-framework-free-algorithm": lambda p: (
+        train(p, "algorithm: es\nenv: {name: CartPole-v1}\nlearners: {num_learners: 1}\n"),
+        ["learners.num_learners: algorithm 'es' has a framework-free policy that learns in the driver"],
+    ),
+    "learners-more-gpus-than-the-cluster": lambda p: (
+        train(p, VALID + "learners: {num_learners: 2, num_gpus_per_learner: 1}\n"),
+        ["learners: asked for 2 learners x 1 GPU, the cluster has 0 GPUs", "learners.num_gpus_per_learner"],
+    ),
     "evaluate-zero-episodes": lambda p: (
         ["evaluate", str(p), "--episodes", "0"],
         ["--episodes: expected a positive number, got 0"],

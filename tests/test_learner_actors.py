@@ -52,7 +52,12 @@ def config_for(algorithm: str, num_learners: int) -> dict:
     if algorithm == "ppo":  # 3 minibatches of 67 rows: shards of 34 and 33
         base.update(
             env={"name": "CartPole-v1", "vectorization": "sync"},
-            training={"train_batch_size": 200, "sgd_minibatch_size": 67, "num_sgd_iter": 2, "normalize_advantages": True},
+            training={
+                "train_batch_size": 200,
+                "sgd_minibatch_size": 67,
+                "num_sgd_iter": 2,
+                "normalize_advantages": True,
+            },
         )
     elif algorithm == "ppo-lstm":  # padded sequences: shards weigh their valid rows (seq_mask)
         base.update(
@@ -178,7 +183,9 @@ def test_a_checkpoint_of_learner_actors_restores_in_the_driver_and_back(ray_sess
     in_driver = cls(config_for("ppo", 0))
     try:
         in_driver.restore(path)
-        assert all(np.array_equal(saved[k], v) for k, v in flat_weights(in_driver.learner.get_weights()).items())
+        assert all(
+            np.array_equal(saved[k], v) for k, v in flat_weights(in_driver.learner.get_weights()).items()
+        )
         path_back = in_driver.save(tmp_path / "ckpt_back")
     finally:
         in_driver.stop()
@@ -197,9 +204,78 @@ def test_more_learner_cpus_than_the_cluster_has_fail_before_anything_starts(ray_
     config = config_for("ppo", 3)
     config["learners"]["num_cpus_per_learner"] = 2
     cls = registry.load_algorithm("ppo")
-    with pytest.raises(RayResourceError, match=r"learners: asked for 3 learners x 2 CPU, the cluster has 4 CPUs"):
+    with pytest.raises(
+        RayResourceError, match=r"learners: asked for 3 learners x 2 CPU, the cluster has 4 CPUs"
+    ):
         cls(config)
     config = config_for("ppo", 1)
     config["learners"]["num_gpus_per_learner"] = 1
-    with pytest.raises(RayResourceError, match=r"learners: asked for 1 learners x 1 GPU, the cluster has 0 GPUs"):
+    with pytest.raises(
+        RayResourceError, match=r"learners: asked for 1 learners x 1 GPU, the cluster has 0 GPUs"
+    ):
         cls(config)
+
+
+@pytest.fixture
+def cluster():
+    """A local 2-node Ray cluster (``ray.cluster_utils.Cluster``: each node a raylet of its own), 2
+    CPUs a node, the head holding none (the driver only)."""
+    import os
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    import ray
+    from ray.cluster_utils import Cluster
+
+    shutdown_ray(force=True)  # another test's local Ray
+    made = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(2):
+        made.add_node(num_cpus=2)
+    made.wait_for_nodes()
+    yield made
+    ray.shutdown()
+    made.shutdown()
+
+
+@pytest.mark.slow
+def test_learners_spread_over_two_nodes_train_as_one(cluster):
+    """``placement: spread`` puts the two learners on two nodes, and they learn as one learner."""
+    config = config_for("ppo", 2)
+    config["learners"]["placement"] = "spread"
+    config["workers"]["ray"]["address"] = cluster.address
+    cls = registry.load_algorithm("ppo")
+    trainer = cls(config)
+    try:
+        assert len(set(trainer.learner.node_ids())) == 2
+        for _ in range(3):
+            result = trainer.train()
+        spread = flat_weights(trainer.learner.get_weights())
+    finally:
+        trainer.stop()
+    assert result["learner/num_learners"] == 2.0
+    config["learners"]["placement"] = "pack"
+    packed_trainer = cls(config)
+    try:
+        assert len(set(packed_trainer.learner.node_ids())) == 1  # 2 CPUs a node: both fit on one
+    finally:
+        packed_trainer.stop()
+    import ray
+
+    ray.shutdown()
+    alone, _ = train_weights(config_for("ppo", 0))
+    assert max(float(np.max(np.abs(alone[k] - spread[k]))) for k in alone) <= 1e-4
+
+
+@pytest.mark.slow
+def test_ppo_with_two_learners_solves_cartpole_within_200k_env_steps(ray_session):
+    from tests.conftest import train_until_stop
+
+    result = train_until_stop(
+        registry.load_algorithm("ppo"),
+        "ppo-cartpole.yaml",
+        "seed=0",
+        "learners.num_learners=2",
+        "stop={episode_return_mean: 475, timesteps_total: 200000}",
+    )
+    assert result["learner/num_learners"] == 2.0
+    assert result["episode_return_mean"] >= 475, result
+    assert result["timesteps_total"] <= 200_000 + 2048

@@ -80,6 +80,12 @@ class LearnerActor:
 
         return ray.util.get_node_ip_address()
 
+    def node_id(self) -> str:
+        """The Ray node this learner runs on (placement checks)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def free_port(self, address: str) -> int:
         """A port free on ``address`` now, for the group's rendezvous (learner 0 listens there)."""
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

@@ -341,6 +341,10 @@ class LearnerGroup:
         self._last_weights = None
         self.get_weights()
 
+    def node_ids(self) -> list[str]:
+        """The Ray node of each learner, by rank."""
+        return self.ray.get([actor.node_id.remote() for actor in self._actors])
+
     def fault_stats(self) -> dict[str, float]:
         return {"num_learner_restarts": float(self.num_restarts)}
 
