@@ -157,6 +157,10 @@ CASES = {
         train(p, "algorithm: es\nenv: {name: CartPole-v1}\nlearners: {num_learners: 1}\n"),
         ["learners.num_learners: algorithm 'es' has a framework-free policy that learns in the driver"],
     ),
+    "learners-cuda-actors-without-gpus": lambda p: (
+        train(p, VALID + "learners: {num_learners: 2, device: cuda}\n"),
+        ["learners.num_gpus_per_learner: learners.device is 'cuda', but a learner actor sees only the GPUs"],
+    ),
     "learners-more-gpus-than-the-cluster": lambda p: (
         train(p, VALID + "learners: {num_learners: 2, num_gpus_per_learner: 1}\n"),
         ["learners: asked for 2 learners x 1 GPU, the cluster has 0 GPUs", "learners.num_gpus_per_learner"],

@@ -232,8 +232,9 @@ class LearnersConfig:
         "CPUs (Ray resource and framework threads) of each learner actor (num_learners >= 1).", 1
     )
     num_gpus_per_learner: float = doc(
-        "GPUs (Ray resource, may be fractional) of each learner actor (num_learners >= 1). With 'auto' "
-        "or a cuda device and 0 here, each learner asks Ray for one GPU when the cluster has GPUs.",
+        "GPUs (Ray resource, may be fractional) of each learner actor (num_learners >= 1). A learner "
+        "actor sees only the GPUs Ray gives it: learners.device cuda needs this > 0, and with 0 'auto' "
+        "learns on the CPU.",
         0.0,
     )
     placement: Literal["pack", "spread"] = doc(

@@ -62,6 +62,12 @@ def check_before_start(config: Any, policy_class: type, backend_class: type) -> 
             f"backend '{config.backend}' has no data-parallel learners (got {learners.num_learners}): "
             "use 0 or 1 learner, or backend: torch",
         )
+    if str(learners.device).startswith("cuda") and learners.num_gpus_per_learner <= 0:
+        raise config.fail(
+            "learners.num_gpus_per_learner",
+            f"learners.device is '{learners.device}', but a learner actor sees only the GPUs Ray gives it "
+            "and this is 0: set it (e.g. 1), or learners.device: cpu",
+        )
     ray_session.init_ray(
         num_cpus=ray_session.run_num_cpus(config),
         address=config.workers.ray.address,
