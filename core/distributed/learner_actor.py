@@ -142,6 +142,10 @@ class LearnerActor:
         method = getattr(self.learner.policy_map[policy_id], name)
         return method(*writable(args), **writable(kwargs))
 
+    def learn_on_batches(self, policy_id: str, batches: list[Any]) -> list[dict[str, float]]:
+        policy = self.learner.policy_map[policy_id]
+        return [policy.learn_on_batch(writable(batch)) for batch in batches]
+
     def set_attribute(self, policy_id: str, name: str, value: Any) -> None:
         setattr(self.learner.policy_map[policy_id], name, writable(value))
 

@@ -238,8 +238,8 @@ class LearnerGroup:
 
     # --- calls on every learner --------------------------------------------------------
     def _put_large(self, value: Any) -> Any:
-        """One object-store copy of a batch or an array dict for all learners."""
-        if isinstance(value, SampleBatch | MultiAgentBatch | dict):
+        """One object-store copy of a batch, an array dict or a list of batches for all learners."""
+        if isinstance(value, SampleBatch | MultiAgentBatch | dict | list):
             return self.ray.put(value)
         return value
 
@@ -391,6 +391,11 @@ class RemotePolicy:
         if name in READ_ONLY_METHODS:
             return lambda *args, **kwargs: group._ask_first("call", self.policy_id, name, args, kwargs)
         return lambda *args, **kwargs: group._broadcast("call", self.policy_id, name, args, kwargs)
+
+    def learn_on_batches(self, batches: list[Any]) -> list[dict[str, float]]:
+        """``learn_on_batch`` on each of ``batches`` in turn, in one call to the learners (replay
+        algorithms' gradient steps of one training step: one round trip instead of one per step)."""
+        return self._group._broadcast("learn_on_batches", self.policy_id, list(batches))
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._group._broadcast("set_attribute", self.policy_id, name, value)

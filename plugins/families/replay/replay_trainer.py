@@ -139,19 +139,34 @@ class ReplayTrainer(Trainer):
         training = policy.config.training
         prioritized = isinstance(buffer, PrioritizedReplayBuffer)
         sample_kwargs = {"beta": self.prioritized_replay_beta(timesteps)} if prioritized else {}
+        if not prioritized and hasattr(policy, "learn_on_batches"):
+            # learner actors: the minibatches go in one call, not one round trip per gradient step
+            # (uniform replay draws the same minibatches either way; prioritized replay needs each
+            # step's TD errors before it samples the next)
+            minibatches = [replay(buffer, training.train_batch_size) for _ in range(num_gradient_steps)]
+            steps = iter(policy.learn_on_batches(minibatches))
+        else:
+            steps = (self._replay_step(policy, buffer, sample_kwargs) for _ in range(num_gradient_steps))
         totals: dict[str, float] = {}
-        for _ in range(num_gradient_steps):
-            minibatch = replay(buffer, training.train_batch_size, **sample_kwargs)
-            for key, value in policy.learn_on_batch(minibatch).items():
+        for step_stats in steps:
+            for key, value in step_stats.items():
                 totals[key] = totals.get(key, 0.0) + value
-            if prioritized:  # Schaul et al. 2016: priority = |TD error| (+ eps, added by the buffer)
-                td_errors = policy.td_errors
-                finite = np.isfinite(td_errors)  # a skipped non-finite update keeps the old priorities
-                buffer.update_priorities(minibatch[BATCH_INDEXES][finite], td_errors[finite])
         stats = {key: value / num_gradient_steps for key, value in totals.items()}
         stats["num_grad_updates"] = float(policy.num_grad_updates)
         stats["num_gradient_steps"] = float(num_gradient_steps)
         stats.update({f"prioritized_replay_{key}": value for key, value in sample_kwargs.items()})
+        return stats
+
+    @staticmethod
+    def _replay_step(policy: Any, buffer: Any, sample_kwargs: dict[str, float]) -> dict[str, float]:
+        """One gradient step on a replayed minibatch; with prioritized replay, the minibatch's rows
+        then get their new priorities."""
+        minibatch = replay(buffer, policy.config.training.train_batch_size, **sample_kwargs)
+        stats = policy.learn_on_batch(minibatch)
+        if isinstance(buffer, PrioritizedReplayBuffer):  # Schaul et al. 2016: priority = |TD error| (+ eps)
+            td_errors = policy.td_errors
+            finite = np.isfinite(td_errors)  # a skipped non-finite update keeps the old priorities
+            buffer.update_priorities(minibatch[BATCH_INDEXES][finite], td_errors[finite])
         return stats
 
     def prioritized_replay_beta(self, timesteps: int) -> float:
