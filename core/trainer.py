@@ -413,6 +413,8 @@ class Trainer:
         self.config = new_config
         self.workers.config = new_config  # a replacement for a failed remote worker starts with it
         self.workers.foreach_worker(lambda w, c=new_config: _update_config(w, c))
+        if self.config.learners.num_learners > 0:  # learner actors hold policies of their own
+            self.learner.update_config(new_config)
         self.metrics.episodes = type(self.metrics.episodes)(
             self.metrics.episodes, maxlen=new_config.training.metrics_window
         )
@@ -485,8 +487,9 @@ class Trainer:
         for index, policy in enumerate(self.policy_map.values()):
             policy.reseed(seed + index)
         epoch = self.restore_epoch
+        own_copies = self.config.learners.num_learners > 0  # the local worker acts with its own copies
         self.workers.foreach_worker_with_id(
-            lambda index, evaluator: _reseed_evaluator(evaluator, seed, index, epoch)
+            lambda index, evaluator: _reseed_evaluator(evaluator, seed, index, epoch, own_copies)
         )
 
     def stop(self) -> None:
@@ -499,9 +502,11 @@ class Trainer:
             self._evaluation_worker = None
 
 
-def _reseed_evaluator(evaluator: RolloutWorker, seed: int, index: int, epoch: int) -> None:
+def _reseed_evaluator(
+    evaluator: RolloutWorker, seed: int, index: int, epoch: int, local_has_own_policies: bool = False
+) -> None:
     """A worker's share of :meth:`Trainer.reseed` (runs where the worker lives)."""
-    if index > 0:  # the local evaluator's policy is the learner's, reseeded already
+    if index > 0 or local_has_own_policies:  # else the local worker's policy is the learner's, reseeded
         for offset, policy in enumerate(evaluator.policy_map.values()):
             policy.reseed(worker_seed(seed, index) + offset)
     evaluator.reset(env_seed(seed, index, epoch))

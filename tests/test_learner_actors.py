@@ -279,3 +279,19 @@ def test_ppo_with_two_learners_solves_cartpole_within_200k_env_steps(ray_session
     assert result["learner/num_learners"] == 2.0
     assert result["episode_return_mean"] >= 475, result
     assert result["timesteps_total"] <= 200_000 + 2048
+
+
+def test_a_live_config_change_reaches_the_learner_actors(ray_session):
+    """PBT's reset_config: the learners' own policies take the new learning rate."""
+    from rlgear import config as config_mod
+
+    cls = registry.load_algorithm("ppo")
+    raw = config_for("ppo", 2)
+    trainer = cls(raw)
+    try:
+        assert trainer.train()["learner/cur_lr"] == pytest.approx(trainer.config.training.lr)
+        raw["training"]["lr"] = 1.234e-4
+        assert trainer.reset_config(config_mod.resolve(raw, training_class=cls.config_class))
+        assert trainer.train()["learner/cur_lr"] == pytest.approx(1.234e-4)  # as the learners report it
+    finally:
+        trainer.stop()
