@@ -327,11 +327,11 @@ class Trainer:
         return result
 
     def learner_info(self) -> dict[str, Any]:
-        """``learner/num_learners`` (1 for the learner in the driver), ``learner/device`` and,
+        """``learner/num_learners`` (1 for the learner in the driver), ``learner_device`` (a string, so not under ``learner/``, whose keys are numbers) and,
         with learner actors, ``num_learner_restarts``."""
         info: dict[str, Any] = {
             "learner/num_learners": float(max(1, self.config.learners.num_learners)),
-            "learner/device": str(getattr(self.learner, "device", "cpu")),
+            "learner_device": str(getattr(self.learner, "device", "cpu")),
         }
         if hasattr(self.learner, "fault_stats"):
             info.update(self.learner.fault_stats())
