@@ -27,7 +27,8 @@ from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager
 from rlgear.distributed.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.distributed.worker_set import WorkerSet
-from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
+from rlgear.devices import DEVICE_KEY
+from rlgear.errors import CheckpointError, DeviceError, UnsupportedError, did_you_mean
 from rlgear.learner import Learner
 from rlgear.run import checkpoint as ckpt
 from rlgear.run import trainer_state
@@ -136,9 +137,11 @@ class Trainer:
         #: checkpoints restore fully under any ``backend:`` value), else the ``backend:`` plugin's name.
         self.backend_name = "numpy" if backend_cls is NoFrameworkBackend else config.backend
         self.backend.setup(config.workers.num_cpus_for_driver, config.seed)
-        #: What learns: the trainable policies, their optimizers and the update. The in-process
-        #: rollout worker adds the policies as its env shows their spaces, and acts with them.
-        self.learner = Learner(config, policy_cls)
+        self._check_device(config)
+        #: What learns: the trainable policies, their optimizers and the update, on
+        #: ``learners.device``. The in-process rollout worker adds the policies as its env shows
+        #: their spaces, and acts with them.
+        self.learner = Learner(config, policy_cls, device=config.learners.device, backend=self.backend)
         self.workers = WorkerSet(
             config,
             policy_cls,
@@ -168,6 +171,16 @@ class Trainer:
             # build the recording env now: a missing render mode fails before training, not at an evaluation
             self._evaluation_worker_for(config.training.evaluation_episodes)
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
+
+    def _check_device(self, config: RunConfig) -> None:
+        """``learners.device`` against the backend's devices, before any env, worker or policy exists:
+        a device this machine lacks is one line naming the file (or ``--set``), the key and the
+        devices there are. Then the backend's own device settings (TF hides its GPUs for ``cpu``)."""
+        try:
+            self.backend.check_device(config.learners.device)
+        except DeviceError as err:
+            raise DeviceError(str(config.fail(DEVICE_KEY, err.detail)), err.detail) from None
+        self.backend.use_device(config.learners.device)
 
     @classmethod
     def check_config(cls, config: RunConfig) -> None:

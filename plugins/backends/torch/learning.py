@@ -53,6 +53,7 @@ class TorchLearning:
     nonfinite: NonFiniteGuard
     num_grad_updates: int
     weights_version: int
+    device: torch.device
     loss_columns: ClassVar[tuple[str, ...]]
     rows_are_sequences: ClassVar[bool]
 
@@ -71,7 +72,7 @@ class TorchLearning:
         ``training.max_nonfinite_updates`` in a row).
         """
         training = self.config.training
-        index = torch.from_numpy(rows)
+        index = torch.from_numpy(rows).to(self.device)  # a few bytes per minibatch; the columns moved once
         loss, stats = self.loss({k: v[index] for k, v in tensors.items()})
         self.optimizer.zero_grad()
         loss.backward()

@@ -73,9 +73,9 @@ class VTraceTorchPolicy(TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, SB.STEP_TYPES, SB.ACTION_LOGP)
     rows_are_sequences = True
 
-    def to_tensors(self, batch: SB, columns: Any) -> dict[str, torch.Tensor]:
+    def host_tensors(self, batch: SB, columns: Any) -> dict[str, torch.Tensor]:
         """Sequences ``[N, T+1, ...]``: observations are flattened per step, then put back in shape."""
-        tensors = super().to_tensors(batch, [c for c in columns if c != SB.OBS])
+        tensors = super().host_tensors(batch, [c for c in columns if c != SB.OBS])
         obs = np.asarray(batch[SB.OBS])
         n, steps = obs.shape[:2]
         flat = self.preprocess(obs.reshape(n * steps, *obs.shape[2:]))
