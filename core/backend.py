@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rlgear import devices as devices_mod
+from rlgear.config import devices as devices_mod
 from rlgear.spaces import Space
 
 
@@ -63,7 +63,7 @@ class Backend(ABC):
 
     def resolve_device(self, requested: str, observation_space: Space, model_config: Any) -> str:
         """The concrete device (``"cpu"``, ``"cuda:0"``, ``"mps"``) a policy with these observations and
-        this ``model:`` section learns on; ``auto`` follows :func:`rlgear.devices.resolve_device`
+        this ``model:`` section learns on; ``auto`` follows :func:`rlgear.config.devices.resolve_device`
         (an accelerator for conv and LSTM models when there is one, else the CPU)."""
         return devices_mod.resolve_device(requested, self.devices(), observation_space, model_config)
 

@@ -22,12 +22,12 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.backend import NoFrameworkBackend, backend_class_for
 from rlgear.config import RunConfig, TrainingConfig, multiagent
+from rlgear.config.devices import DEVICE_KEY
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager
 from rlgear.distributed.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.distributed.worker_set import WorkerSet
-from rlgear.devices import DEVICE_KEY
 from rlgear.errors import CheckpointError, DeviceError, UnsupportedError, did_you_mean
 from rlgear.learner import Learner
 from rlgear.run import checkpoint as ckpt

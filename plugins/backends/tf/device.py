@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from rlgear.devices import check_device
+from rlgear.config.devices import check_device
 from rlgear.plugins.backends.tf.runtime import tf
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from rlgear.devices import check_device
+from rlgear.config.devices import check_device
 
 
 def torch_devices() -> list[str]:
