@@ -64,7 +64,7 @@ class Learner:
         self.config = config
         self.policy_class = policy_class
         #: The device asked for (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``).
-        self.device = device
+        self.requested_device = device
         #: ``{policy id: device}``, the concrete device each policy learns on (``cpu``, ``cuda:0`` ...).
         self.devices: dict[str, str] = {}
         self._backend = backend
@@ -128,12 +128,20 @@ class Learner:
             self._available = self.backend.devices()
         return self._available
 
+    @property
+    def device(self) -> str:
+        """Where the policies learn, for results: the device they share (``cpu``, ``cuda:0``), the
+        policies' devices joined by ``,`` when ``auto`` put them apart, or the requested device while
+        there is no policy yet."""
+        placed = list(dict.fromkeys(self.devices.values()))
+        return ",".join(placed) if placed else self.requested_device
+
     def resolve_device(self, observation_space: Space, model_config: Any) -> str:
         """The concrete device a policy with these (preprocessed) observations and ``model:`` section
-        learns on: :attr:`device`, with ``auto`` resolved by the backend."""
-        if self.device == "cpu":  # always there: no backend, no framework asked
+        learns on: the requested device, ``auto`` resolved by the backend."""
+        if self.requested_device == "cpu":  # always there: no backend, no framework asked
             return "cpu"
-        return self.backend.resolve_device(self.device, observation_space, model_config)
+        return self.backend.resolve_device(self.requested_device, observation_space, model_config)
 
     # --- the policies -------------------------------------------------------------
     @property

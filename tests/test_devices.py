@@ -181,6 +181,7 @@ def test_auto_puts_an_mlp_on_the_cpu_and_a_conv_net_on_the_gpu_only_where_there_
         trainer.train()
         assert trainer.config.learners.device == "auto"
         assert trainer.learner.devices == {"default": "cpu"}
+        assert (trainer.learner.requested_device, trainer.learner.device) == ("auto", "cpu")
         assert trainer.policy.device == torch.device("cpu")
     finally:
         trainer.stop()
