@@ -8,10 +8,14 @@ only calls this small interface, and only when a run asks for the backend.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
+
+from rlgear.config import devices as devices_mod
+from rlgear.spaces import Space
 
 
 class Backend(ABC):
@@ -59,6 +63,35 @@ class Backend(ABC):
         with two or more learners, all at once; returns when every learner has joined.
         """
         raise NotImplementedError(f"backend '{self.framework}' has no data-parallel learners")
+
+    # --- devices (``learners.device``, docs/learners.md) ----------------------------------------
+    def devices(self) -> list[str]:
+        """The devices this framework can learn on here: ``"cpu"`` first, then ``"cuda:<i>"`` per GPU
+        and ``"mps"`` (Apple silicon). The default, for a framework that has only the CPU: ``["cpu"]``."""
+        return ["cpu"]
+
+    def check_device(self, requested: str) -> str:
+        """``learners.device`` checked against :meth:`devices`: the concrete device it names
+        (``cuda`` is ``cuda:0``), or ``"auto"``. Raises :class:`~rlgear.errors.DeviceError` (one line,
+        exit 2 at the CLI) for a device that does not exist, naming those that do."""
+        return devices_mod.check_device(requested, self.devices())
+
+    def resolve_device(self, requested: str, observation_space: Space, model_config: Any) -> str:
+        """The concrete device (``"cpu"``, ``"cuda:0"``, ``"mps"``) a policy with these observations and
+        this ``model:`` section learns on; ``auto`` follows :func:`rlgear.config.devices.resolve_device`
+        (an accelerator for conv and LSTM models when there is one, else the CPU)."""
+        return devices_mod.resolve_device(requested, self.devices(), observation_space, model_config)
+
+    def use_device(self, requested: str) -> None:
+        """Called once by ``Trainer.setup`` after :meth:`setup`, before any policy exists, with the
+        checked ``learners.device``: for a framework whose device settings must be made before its
+        first op (TensorFlow hides its GPUs for ``cpu``). The default does nothing."""
+
+    def device_scope(self, device: str) -> contextlib.AbstractContextManager[Any]:
+        """A context the learner builds a policy for ``device`` in (TensorFlow: ``tf.device``, so its
+        variables are created there). The default, for frameworks that move a built model
+        (``Policy.to_device``): nothing."""
+        return contextlib.nullcontext()
 
 
 class NoFrameworkBackend(Backend):

@@ -23,6 +23,20 @@ class ConfigError(RLGearError):
     """A config file or override is malformed, has an unknown key or a wrong type."""
 
 
+class DeviceError(ConfigError):
+    """``learners.device`` names a device this machine does not have (``cuda`` without a GPU).
+
+    A :class:`ConfigError`: the fix is in the config (or the machine), so the CLI prints the one
+    line and exits 2, before any env, worker or policy is built. ``detail`` is the message
+    without its ``learners.device:`` prefix, for re-raising it prefixed with the config's file or
+    ``--set`` (``RunConfig.fail``).
+    """
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail or message
+
+
 class PluginError(RLGearError):
     """A plugin is unknown, failed to import, or is missing a dependency."""
 

@@ -13,6 +13,12 @@ copies of the catalog models, :mod:`rlgear.blocks.inference`) refresh from the w
 update: a second framework model in the same process would cost memory and a weight copy per
 update for nothing.
 
+Devices (``learners.device``, docs/learners.md): the learner resolves the device of each policy
+when it adds it, since ``auto`` depends on the policy's observations and model (an accelerator for
+conv and LSTM models), builds the policy in the backend's :meth:`~rlgear.backend.Backend.device_scope`
+and moves it there (:meth:`~rlgear.policy.Policy.to_device`). Weights and state still leave as CPU
+numpy, so workers, checkpoints and other backends never see a device.
+
 Where RLlib and Acme put it: RLlib's ``Learner`` (one per learner actor, grouped by a
 ``LearnerGroup``) and Acme's ``Learner`` (``step()``, ``get_variables``) play the same part.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rlgear.backend import Backend, backend_class_for
 from rlgear.config import multiagent
 from rlgear.errors import UnsupportedError
 from rlgear.policy import Policy, PolicyState
@@ -39,6 +46,13 @@ class Learner:
         config: the resolved :class:`~rlgear.config.RunConfig`.
         policy_class: the algorithm's policy class for the backend in use
             (``Trainer.policy_class(config.backend)``).
+        device: where the policies learn: ``cpu`` (the default), ``auto``, ``cuda``, ``cuda:N`` or
+            ``mps``, as ``learners.device`` (the Trainer passes that key). Checked against the
+            backend's devices when a policy is added (:class:`~rlgear.errors.DeviceError` for one
+            this machine lacks).
+        backend: the run's :class:`~rlgear.backend.Backend`, which lists the devices and resolves
+            ``auto``; by default one is made for ``policy_class`` and ``config.backend`` when a
+            device other than ``cpu`` is asked for (no framework is touched for ``cpu``).
 
     Policies are added with :meth:`add_policy` (one per policy id, with the spaces its agents
     have), or all at once by :meth:`build`. The Trainer builds its learner that way and hands
@@ -46,9 +60,15 @@ class Learner:
     shows the spaces.
     """
 
-    def __init__(self, config: Any, policy_class: type):
+    def __init__(self, config: Any, policy_class: type, device: str = "cpu", backend: Backend | None = None):
         self.config = config
         self.policy_class = policy_class
+        #: The device asked for (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``).
+        self.requested_device = device
+        #: ``{policy id: device}``, the concrete device each policy learns on (``cpu``, ``cuda:0`` ...).
+        self.devices: dict[str, str] = {}
+        self._backend = backend
+        self._available: list[str] | None = None
         self._policies: dict[str, Policy] = {}
 
     @classmethod
@@ -58,11 +78,13 @@ class Learner:
         policy_class: type,
         spaces: Mapping[str, tuple[Space, Space]] | tuple[Space, Space],
         env_name: str = "",
+        device: str = "cpu",
+        backend: Backend | None = None,
     ) -> Learner:
         """A learner with one policy per entry of ``spaces`` (``{policy id: (observation space,
         action space)}``, or one ``(observation space, action space)`` pair for the single policy
-        ``default``), the spaces as the env gives them. No env is made."""
-        learner = cls(config, policy_class)
+        ``default``), the spaces as the env gives them, learning on ``device``. No env is made."""
+        learner = cls(config, policy_class, device, backend)
         if isinstance(spaces, tuple):
             spaces = {multiagent.policy_ids(config)[0]: spaces}
         for policy_id, (observation_space, action_space) in spaces.items():
@@ -78,11 +100,48 @@ class Learner:
         ``multiagent.policies.<id>`` overrides applied, and keep it. Returns the policy."""
         if policy_id in self._policies:
             raise ValueError(f"the learner already has a policy '{policy_id}'")
-        policy = self.policy_class(
-            observation_space, action_space, multiagent.policy_config(self.config, policy_id)
-        )
+        policy_config = multiagent.policy_config(self.config, policy_id)
+        device = self.resolve_device(observation_space, policy_config.model)
+        if device == "cpu" and self._backend is None:
+            policy = self.policy_class(observation_space, action_space, policy_config)
+        else:
+            with self.backend.device_scope(device):
+                policy = self.policy_class(observation_space, action_space, policy_config)
+            # Also "cpu" where an accelerator exists: a framework that would use it by default
+            # (TensorFlow) is pinned to the CPU. Where there is only the CPU, nothing to move.
+            if device != "cpu" or len(self._devices_here()) > 1:
+                policy.to_device(device)
         self._policies[policy_id] = policy
+        self.devices[policy_id] = device
         return policy
+
+    # --- devices ------------------------------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """The backend that lists the devices and resolves ``auto`` (made on first use if not given)."""
+        if self._backend is None:
+            self._backend = backend_class_for(self.policy_class, self.config.backend)()
+        return self._backend
+
+    def _devices_here(self) -> list[str]:
+        if self._available is None:
+            self._available = self.backend.devices()
+        return self._available
+
+    @property
+    def device(self) -> str:
+        """Where the policies learn, for results: the device they share (``cpu``, ``cuda:0``), the
+        policies' devices joined by ``,`` when ``auto`` put them apart, or the requested device while
+        there is no policy yet."""
+        placed = list(dict.fromkeys(self.devices.values()))
+        return ",".join(placed) if placed else self.requested_device
+
+    def resolve_device(self, observation_space: Space, model_config: Any) -> str:
+        """The concrete device a policy with these (preprocessed) observations and ``model:`` section
+        learns on: the requested device, ``auto`` resolved by the backend."""
+        if self.requested_device == "cpu":  # always there: no backend, no framework asked
+            return "cpu"
+        return self.backend.resolve_device(self.requested_device, observation_space, model_config)
 
     # --- the policies -------------------------------------------------------------
     @property

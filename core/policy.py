@@ -139,6 +139,21 @@ class Policy(ABC):
     def set_state(self, state: PolicyState) -> None:
         """Restore what ``get_state`` returned."""
 
+    def to_device(self, device: str) -> None:
+        """Learn on ``device`` (``"cpu"``, ``"cuda:0"``, ``"mps"``), as :class:`~rlgear.learner.Learner`
+        resolves ``learners.device``: the model(s) and the optimizer state move there.
+
+        This base accepts ``"cpu"`` (where a policy starts) and refuses anything else: a policy with
+        no framework (numpy) has nothing to move. The backends' base classes override it.
+        """
+        if device != "cpu":
+            from rlgear.errors import UnsupportedError
+
+            raise UnsupportedError(
+                f"{type(self).__name__} learns on the CPU only (it has no framework model to move), "
+                f"so learners.device {device!r} cannot apply to it: use learners.device: cpu or auto"
+            )
+
     def set_global_timestep(self, timestep: int) -> None:
         """Called by the trainer before learning, for schedules over timesteps_total."""
         self.global_timestep = int(timestep)

@@ -22,12 +22,13 @@ import numpy as np
 from rlgear import config as config_mod
 from rlgear.backend import NoFrameworkBackend, backend_class_for
 from rlgear.config import RunConfig, TrainingConfig, multiagent
+from rlgear.config.devices import DEVICE_KEY
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager
 from rlgear.distributed.rollout_ops import standard_metrics, synchronous_parallel_sample, train_one_step
 from rlgear.distributed.worker_set import WorkerSet
-from rlgear.errors import CheckpointError, UnsupportedError, did_you_mean
+from rlgear.errors import CheckpointError, DeviceError, UnsupportedError, did_you_mean
 from rlgear.learner import Learner
 from rlgear.run import checkpoint as ckpt
 from rlgear.run import trainer_state
@@ -141,10 +142,11 @@ class Trainer:
         #: in-process rollout worker adds as its env shows their spaces, and acts with; else a
         #: :class:`~rlgear.distributed.learner_group.LearnerGroup` of learner actors on Ray.
         self.learner: Any
-        if config.learners.num_learners > 0:
+        if config.learners.num_learners > 0:  # each learner actor checks the device it is given
             self._setup_learner_group(config, policy_cls, backend_cls, adapter_cls)
         else:
-            self.learner = Learner(config, policy_cls)
+            self._check_device(config)
+            self.learner = Learner(config, policy_cls, device=config.learners.device, backend=self.backend)
             self.workers = WorkerSet(
                 config,
                 policy_cls,
@@ -202,6 +204,16 @@ class Trainer:
             self.workers.stop()
             raise
         self.workers.learner = self.learner
+
+    def _check_device(self, config: RunConfig) -> None:
+        """``learners.device`` against the backend's devices, before any env, worker or policy exists:
+        a device this machine lacks is one line naming the file (or ``--set``), the key and the
+        devices there are. Then the backend's own device settings (TF hides its GPUs for ``cpu``)."""
+        try:
+            self.backend.check_device(config.learners.device)
+        except DeviceError as err:
+            raise DeviceError(str(config.fail(DEVICE_KEY, err.detail)), err.detail) from None
+        self.backend.use_device(config.learners.device)
 
     @classmethod
     def check_config(cls, config: RunConfig) -> None:

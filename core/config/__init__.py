@@ -27,7 +27,8 @@ with the checks of its keys, in one module by concern:
 - ``redaction``: secrets, redacted in every file rlgear writes;
 - ``schema`` (fields with help texts, building a section from a mapping),
   ``reference`` (the config reference), ``deprecated`` (renamed keys), ``conv``
-  (conv stacks) and ``logger_options``.
+  (conv stacks), ``devices`` (``learners.device``: the check against a backend's devices
+  and the ``auto`` rule) and ``logger_options``.
 """
 
 from __future__ import annotations

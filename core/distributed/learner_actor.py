@@ -66,7 +66,10 @@ class LearnerActor:
         self.rank = rank
         self.backend = backend_class()
         self.backend.setup(config.learners.num_cpus_per_learner, config.seed)
-        self.learner = Learner(config, policy_class)
+        # the device among what this actor sees (Ray hides the GPUs it did not give it)
+        self.backend.check_device(config.learners.device)
+        self.backend.use_device(config.learners.device)
+        self.learner = Learner(config, policy_class, device=config.learners.device, backend=self.backend)
         for policy_id, (observation_space, action_space) in spaces.items():
             self.learner.add_policy(policy_id, observation_space, action_space)
         self.group: Any = None
@@ -74,6 +77,10 @@ class LearnerActor:
     # --- the process group ----------------------------------------------------------
     def ping(self) -> int:
         return self.rank
+
+    def device(self) -> str:
+        """Where this learner's policies learn (``learners.device`` resolved here)."""
+        return self.learner.device
 
     def node_address(self) -> str:
         import ray

@@ -124,6 +124,7 @@ class LearnerGroup:
         self._method_names: set[str] = set()
         self._last_weights: Any = None
         self._global_timestep = 0
+        self._device: str | None = None
         self._broken = False  # max_restarts used up: only the last weights are left (for a checkpoint)
         self._start()
         if weights is not None:
@@ -133,8 +134,10 @@ class LearnerGroup:
     # --- the actors ---------------------------------------------------------------------
     @property
     def device(self) -> str:
-        """The learners' device as asked (``learners.device``)."""
-        return str(self.config.learners.device)
+        """Where learner 0's policies learn (``learners.device`` as resolved in the actor)."""
+        if self._device is None:
+            self._device = str(self._ask_first("device"))
+        return self._device
 
     @property
     def gpus_per_learner(self) -> float:

@@ -263,15 +263,20 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
         self.set_noise(explore)
-        with torch.inference_mode():
-            q_values = self.q_values(self.model(self.preprocess(timestep.observation))[0])
+        with torch.inference_mode():  # DQN has no numpy twin: the Q-network acts on its device
+            obs = self.to_device_tensor(self.preprocess(timestep.observation), pin=False)
+            q_values = self.q_values(self.model(obs)[0]).cpu().numpy()
         epsilon = self.epsilon() if explore else 0.0
-        actions = epsilon_greedy_actions(q_values.numpy(), epsilon, self.acting_rng, timestep.action_mask)
+        actions = epsilon_greedy_actions(q_values, epsilon, self.acting_rng, timestep.action_mask)
         return actions, state, {}
 
     # --- learning -----------------------------------------------------------------
-    def to_tensors(self, batch: SB, columns) -> dict[str, torch.Tensor]:
-        tensors = super().to_tensors(batch, [c for c in columns if c != NEXT_OBS])
+    def on_device(self, device: torch.device) -> None:
+        super().on_device(device)  # the target network (TargetModel)
+        self.support = self.support.to(device)
+
+    def host_tensors(self, batch: SB, columns) -> dict[str, torch.Tensor]:
+        tensors = super().host_tensors(batch, [c for c in columns if c != NEXT_OBS])
         if NEXT_OBS in columns and NEXT_OBS in batch:  # flattened (one-hot) like obs
             tensors[NEXT_OBS] = self.preprocess(batch[NEXT_OBS])
         return tensors
@@ -344,7 +349,7 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
 
         td_errors = q_taken.detach() - targets
         abs_td = td_errors.abs()
-        self.td_errors[batch[_ROW].numpy()] = abs_td.numpy()
+        self.td_errors[batch[_ROW].cpu().numpy()] = abs_td.cpu().numpy()
         return loss, {
             "mean_q": q_taken.detach().mean(),
             "mean_target_q": targets.mean(),
@@ -361,7 +366,8 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
         online, _ = self.model(torch.cat([obs, next_obs]))
         logits = self.atom_logits(online[: len(obs)])
         actions = batch[SB.ACTIONS].long()
-        log_probs = torch.log_softmax(logits[torch.arange(len(obs)), actions], dim=-1)  # [B, atoms]
+        rows = torch.arange(len(obs), device=obs.device)
+        log_probs = torch.log_softmax(logits[rows, actions], dim=-1)  # [B, atoms]
         with torch.no_grad():
             next_probs = torch.softmax(self.atom_logits(self.target_model(next_obs)[0]), dim=-1)
             # Double Q: the online network's expected Q picks the next action; else the target's.
@@ -373,7 +379,7 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
             target_probs = project_onto_support(
                 batch[SB.REWARDS].float(),
                 batch[SB.DISCOUNTS].float(),
-                next_probs[torch.arange(len(obs)), next_actions],
+                next_probs[rows, next_actions],
                 self.support,
             )
         cross_entropy = -(target_probs * log_probs).sum(dim=-1)
@@ -382,7 +388,7 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
             per_row = per_row * batch[WEIGHTS].to(per_row.dtype)
         loss = per_row.mean()
         cross_entropy = cross_entropy.detach()
-        self.td_errors[batch[_ROW].numpy()] = cross_entropy.numpy()  # Rainbow's priority
+        self.td_errors[batch[_ROW].cpu().numpy()] = cross_entropy.cpu().numpy()  # Rainbow's priority
         q_taken = (log_probs.detach().exp() @ self.support).mean()
         return loss, {
             "mean_q": q_taken,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
 from rlgear.backend import Backend
+from rlgear.plugins.backends.tf.device import device_scope, hide_gpus, tf_devices
 from rlgear.plugins.backends.tf.runtime import tf
 
 
@@ -41,7 +43,7 @@ def set_thread_pools(num_threads: int) -> None:
 class TFBackend(Backend):
     framework = "tensorflow"
     description = (
-        "TensorFlow 2 (CPU): the torch catalog with the same weight names, Categorical/DiagGaussian, "
+        "TensorFlow 2 (CPU or GPU): the torch catalog with the same weight names, Categorical/DiagGaussian, "
         "Adam/SGD/RMSprop, learn step under tf.function (training.eager: true to debug)"
     )
 
@@ -63,6 +65,20 @@ class TFBackend(Backend):
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
         if "tf_global_generator" in state:
             tf.random.get_global_generator().reset(np.asarray(state["tf_global_generator"], dtype=np.int64))
+
+    def devices(self) -> list[str]:
+        """``cpu``, then ``cuda:<i>`` per GPU TF sees (TF's ``/GPU:<i>``)."""
+        return tf_devices()
+
+    def use_device(self, requested: str) -> None:
+        """``cpu`` hides TF's GPUs (before its first op: ``setup`` ran nothing); other values leave
+        them visible, each policy then built and run on its own device (:meth:`device_scope`)."""
+        if requested == "cpu":
+            hide_gpus()
+
+    def device_scope(self, device: str) -> Any:
+        """``tf.device`` of ``device``: a policy built inside has its variables there."""
+        return device_scope(device)
 
     def version(self) -> str:
         return tf.__version__

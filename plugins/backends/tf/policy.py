@@ -15,7 +15,9 @@ owns the rest:
   on-policy SGD family's, :mod:`rlgear.plugins.families.onpolicy`);
 - :mod:`~rlgear.plugins.backends.tf.gradients`: A3C's ``compute_gradients`` /
   ``apply_gradients``;
-- :mod:`~rlgear.plugins.backends.tf.weights`: weights and the checkpoint state.
+- :mod:`~rlgear.plugins.backends.tf.weights`: weights and the checkpoint state;
+- :mod:`~rlgear.plugins.backends.tf.device`: ``to_device`` (``learners.device``): every compiled
+  function traced and run under ``tf.device``.
 
 Values that change during a run (learning rate, PPO's clip range) live in variables, not in the
 traces. Weights leave as numpy under the torch backend's names and shapes (TF kernels are
@@ -32,6 +34,7 @@ import numpy as np
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.plugins.backends.tf.acting import TFActing, _mask_width
 from rlgear.plugins.backends.tf.compiled import EAGER_ENV, Compiled, _columns_key, _spec, eager_requested
+from rlgear.plugins.backends.tf.device import TFPlacement
 from rlgear.plugins.backends.tf.distributions import action_noise_width, distribution_class
 from rlgear.plugins.backends.tf.gradients import TFGradients
 from rlgear.plugins.backends.tf.learning import TFLearning
@@ -47,7 +50,7 @@ from rlgear.spaces import Space, flat_dim
 __all__ = ["EAGER_ENV", "Compiled", "TFPolicy", "_columns_key", "_spec", "eager_requested"]
 
 
-class TFPolicy(TFActing, TFLearning, TFGradients, TFWeights, Policy):
+class TFPolicy(TFActing, TFLearning, TFGradients, TFWeights, TFPlacement, Policy):
     """Actor-critic acting and compiled gradient steps on ``loss()``.
 
     Subclasses set ``loss_columns`` (the batch columns ``loss`` reads) and
@@ -116,10 +119,11 @@ class TFPolicy(TFActing, TFLearning, TFGradients, TFWeights, Policy):
         return eager_requested(self.config)
 
     def function(self, fn: Callable, input_signature: Any = None, jit_compile: bool = False) -> Callable:
-        """``fn`` under ``tf.function`` (fixed signature, no retracing), or ``fn`` itself when eager."""
+        """``fn`` under ``tf.function`` (fixed signature, no retracing), or ``fn`` itself when eager;
+        traced and run on the policy's device once :meth:`to_device` set one."""
         if self.eager:
-            return fn
-        return Compiled(fn, input_signature, jit_compile)
+            return self.on_device(fn)
+        return self.on_device(Compiled(fn, input_signature, jit_compile))
 
     def _compile(self) -> None:
         """(Re)build the compiled functions; config values read by ``loss`` are fixed at trace time."""

@@ -6,6 +6,10 @@ model (:mod:`rlgear.blocks.inference`, :mod:`rlgear.blocks.lstm_inference`), ref
 ``weights_version`` moves; otherwise the torch model runs under ``inference_mode``. A
 recurrent policy carries its LSTM state ``[h, c]`` (each ``[B, lstm_cell_size]``) between
 calls; the rollout worker resets it at FIRST steps.
+
+The twin acts on the CPU wherever the policy learns (``learners.device``): it reads the weights as
+numpy. Without a twin the model acts on its device: observations (and mask, state) go there and
+the outputs come back as numpy.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class TorchActing:
     fast_actor: NumpyActorCritic | NumpyLSTMActorCritic | None
     weights_version: int
     defer_extras: bool
+    device: torch.device
     _action_dtype: type
 
     def _make_fast_actor(self) -> NumpyActorCritic | None:
@@ -87,15 +92,20 @@ class TorchActing:
                 return actions, state, {POLICY_HEAD: head, SampleBatch.VF_PREDS: values}
             logp = fast.logp(head, actions, timestep.action_mask)
             return actions, state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
-        mask = None if timestep.action_mask is None else torch.from_numpy(timestep.action_mask)
+        mask = None if timestep.action_mask is None else self._acting_tensor(timestep.action_mask)
         with torch.inference_mode():
-            dist_inputs, values = self.model(self.preprocess(timestep.observation))
+            dist_inputs, values = self.model(self._acting_tensor(self.preprocess(timestep.observation)))
             dist = self.dist_class(dist_inputs, mask)
             actions = dist.sample() if explore else dist.deterministic_sample()
-            extras = {SampleBatch.ACTION_LOGP: dist.logp(actions).numpy()}
+            extras = {SampleBatch.ACTION_LOGP: dist.logp(actions).cpu().numpy()}
             if values is not None:
-                extras[SampleBatch.VF_PREDS] = values.numpy()
-        return actions.numpy().astype(self._action_dtype, copy=False), state, extras
+                extras[SampleBatch.VF_PREDS] = values.cpu().numpy()
+        return actions.cpu().numpy().astype(self._action_dtype, copy=False), state, extras
+
+    def _acting_tensor(self, value: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """An acting input on the model's device (no pinning: a few rows per call)."""
+        tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
+        return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _compute_recurrent_actions(
         self, timestep: TimeStep, state: list[np.ndarray] | None, explore: bool
@@ -115,13 +125,14 @@ class TorchActing:
         with torch.inference_mode():
             dist_inputs, values, new_state = self.recurrent_step(timestep, state)
             mask = timestep.action_mask
-            dist = self.dist_class(dist_inputs, None if mask is None else torch.from_numpy(mask))
+            dist = self.dist_class(dist_inputs, None if mask is None else self._acting_tensor(mask))
             actions = dist.sample() if explore else dist.deterministic_sample()
             extras = {
-                SampleBatch.ACTION_LOGP: dist.logp(actions).numpy(),
-                SampleBatch.VF_PREDS: values.numpy(),
+                SampleBatch.ACTION_LOGP: dist.logp(actions).cpu().numpy(),
+                SampleBatch.VF_PREDS: values.cpu().numpy(),
             }
-        return actions.numpy().astype(self._action_dtype, copy=False), [s.numpy() for s in new_state], extras
+        new_state = [s.cpu().numpy() for s in new_state]
+        return actions.cpu().numpy().astype(self._action_dtype, copy=False), new_state, extras
 
     def recurrent_step(
         self, timestep: TimeStep, state: list[np.ndarray]
@@ -130,10 +141,10 @@ class TorchActing:
         for tests comparing backends and the numpy twin); no gradient is recorded."""
         with torch.no_grad():
             return self.model(
-                self.preprocess(timestep.observation),
-                [torch.from_numpy(np.asarray(s, np.float32)) for s in state],
-                torch.from_numpy(np.asarray(timestep.prev_action)),
-                torch.from_numpy(np.asarray(timestep.reward, np.float32)),
+                self._acting_tensor(self.preprocess(timestep.observation)),
+                [self._acting_tensor(np.asarray(s, np.float32)) for s in state],
+                self._acting_tensor(np.asarray(timestep.prev_action)),
+                self._acting_tensor(np.asarray(timestep.reward, np.float32)),
                 1,
             )
 
@@ -144,5 +155,5 @@ class TorchActing:
                 "a recurrent policy's outputs depend on its state: use recurrent_step(timestep, state)"
             )
         with torch.inference_mode():
-            dist_inputs, _ = self.model(self.preprocess(observations))
-        return dist_inputs.numpy()
+            dist_inputs, _ = self.model(self._acting_tensor(self.preprocess(observations)))
+        return dist_inputs.cpu().numpy()

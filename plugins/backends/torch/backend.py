@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from rlgear.backend import Backend
+from rlgear.plugins.backends.torch.device import torch_devices
 
 
 class TorchBackend(Backend):
@@ -31,6 +32,10 @@ class TorchBackend(Backend):
     def set_rng_state(self, state: dict[str, np.ndarray]) -> None:
         if "torch" in state:
             torch.set_rng_state(torch.from_numpy(np.ascontiguousarray(state["torch"], dtype=np.uint8)))
+
+    def devices(self) -> list[str]:
+        """``cpu``, then ``cuda:<i>`` per CUDA device torch sees, then ``mps`` on Apple silicon."""
+        return torch_devices()
 
     def version(self) -> str:
         return torch.__version__

@@ -26,6 +26,7 @@ class TorchGradients:
     nonfinite: NonFiniteGuard
     num_grad_updates: int
     weights_version: int
+    device: torch.device
     _weight_names: dict[str, str]
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[dict[str, np.ndarray], dict[str, float]]:
@@ -48,7 +49,7 @@ class TorchGradients:
             # gets a zero gradient: apply_gradients expects every weight, as on TF.
             value = torch.zeros_like(param) if param.grad is None else param.grad.detach()
             norms.append(value.norm())
-            value = self.to_neutral_layout(name, value.numpy())
+            value = self.to_neutral_layout(name, value.cpu().numpy())
             grads[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         self.optimizer.zero_grad()
         out = {key: float(value) for key, value in stats.items()}
@@ -73,8 +74,8 @@ class TorchGradients:
         self.optimizer.zero_grad()
         for name, param in self.model.named_parameters():
             param.grad = torch.from_numpy(
-                np.array(converted[name], dtype=np.float32, order="C")
-            )  # a copy: may be read-only
+                np.array(converted[name], dtype=np.float32, order="C")  # a copy: may be read-only
+            ).to(param.device)
         grad_clip = self.config.training.grad_clip
         if grad_clip is not None:
             clip_gradients(self.optimizer.params, grad_clip)

@@ -251,17 +251,18 @@ class OffPolicyTorchPolicy(TorchPolicy):
         return actions.astype(np.float32, copy=False), state, {}
 
     def flat_observations(self, observations: Any) -> np.ndarray:
-        return self.preprocess(observations).numpy()
+        return self.preprocess(observations).numpy()  # preprocess makes CPU tensors
 
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
         """``tanh(mean)`` rescaled to the bounds, through the framework (for tests against the twin)."""
         with torch.no_grad():
-            out = self.model.actor(self.preprocess(observations))[:, : self.num_actions]
-            return (self._low_t + (torch.tanh(out) + 1.0) * self._half_range_t).numpy()
+            obs = self.to_device_tensor(self.preprocess(observations), pin=False)
+            out = self.model.actor(obs)[:, : self.num_actions]
+            return (self._low_t + (torch.tanh(out) + 1.0) * self._half_range_t).cpu().numpy()
 
     # --- learning -----------------------------------------------------------------------------
-    def to_tensors(self, batch: SampleBatch, columns) -> dict[str, torch.Tensor]:
-        tensors = super().to_tensors(batch, [c for c in columns if c != NEXT_OBS])
+    def host_tensors(self, batch: SampleBatch, columns) -> dict[str, torch.Tensor]:
+        tensors = super().host_tensors(batch, [c for c in columns if c != NEXT_OBS])
         if NEXT_OBS in columns and NEXT_OBS in batch:  # flattened (one-hot) like obs
             tensors[NEXT_OBS] = self.preprocess(batch[NEXT_OBS])
         return tensors
@@ -334,7 +335,7 @@ class OffPolicyTorchPolicy(TorchPolicy):
         tensors = self.to_tensors(batch, self.learner_columns(self.loss_columns))
         with torch.no_grad():
             _, _, td_errors = self.loss(tensors, False)
-        return td_errors.numpy().astype(np.float32)
+        return td_errors.cpu().numpy().astype(np.float32)
 
     def critic_loss(
         self, q_taken: torch.Tensor, targets: torch.Tensor, batch: dict[str, torch.Tensor]
@@ -348,13 +349,29 @@ class OffPolicyTorchPolicy(TorchPolicy):
         return per_row.mean(), td.detach().abs().mean(dim=0)
 
     def sample_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """Standard normal noise of ``shape`` (rows first). A data-parallel learner draws the whole
-        minibatch's rows and keeps its shard's, so the update matches one learner's."""
+        """Standard normal noise of ``shape`` (rows first) from the learner's generator, on
+        :attr:`device`. Drawn on the CPU whatever the device: the same numbers on every device for a
+        seed, and a generator state that checkpoints the same way. A data-parallel learner draws the
+        whole minibatch's rows and keeps its shard's, so the update matches one learner's."""
         shard = getattr(self, "_noise_rows", None)
         if shard is None:
-            return torch.randn(shape, generator=self.noise_generator)
-        rows, total = shard
-        return torch.randn((total, *shape[1:]), generator=self.noise_generator)[torch.from_numpy(rows)]
+            noise = torch.randn(shape, generator=self.noise_generator)
+        else:
+            rows, total = shard
+            noise = torch.randn((total, *shape[1:]), generator=self.noise_generator)[torch.from_numpy(rows)]
+        return self.to_device_tensor(noise, pin=False)
+
+    def on_device(self, device: torch.device) -> None:
+        """The target copies, the critics' detached views and the action bounds follow the model."""
+        super().on_device(device)
+        self.target_model.to(device)
+        self._target_pairs = (
+            [p for _, p in self.target_model.named_parameters()],
+            [dict(self.model.named_parameters())[name] for name, _ in self.target_model.named_parameters()],
+        )
+        self.frozen_critic = [p.detach() for p in self.model.critic.parameter_list()]
+        self._low_t = self._low_t.to(device)
+        self._half_range_t = self._half_range_t.to(device)
 
     # --- the target networks (TargetNetworkState's contract) -------------------------------------
     def update_target(self, tau: float = 1.0) -> None:
@@ -370,7 +387,7 @@ class OffPolicyTorchPolicy(TorchPolicy):
         """The target copies' weights, named and laid out like :meth:`get_weights`."""
         out = {}
         for name, param in self.target_model.named_parameters():
-            value = self.to_neutral_layout(name, param.detach().numpy())
+            value = self.to_neutral_layout(name, param.detach().cpu().numpy())
             out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         return out
 

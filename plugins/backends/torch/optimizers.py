@@ -13,7 +13,7 @@ named tensors for safetensors checkpoints.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -34,6 +34,13 @@ class Optimizer:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+
+    def to(self, device: torch.device, replaced: Mapping[int, torch.Tensor] | None = None) -> None:
+        """The state buffers to ``device``, where the parameters went (``TorchPolicy.to_device``);
+        ``replaced`` maps ``id(old parameter)`` to the one that took its place, if any did."""
+        if replaced:
+            self.params = [replaced.get(id(p), p) for p in self.params]
+        self.buffers = {name: [b.to(device) for b in bufs] for name, bufs in self.buffers.items()}
 
     def _grads(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         pairs = [(p, p.grad) for p in self.params if p.grad is not None]

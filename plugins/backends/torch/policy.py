@@ -13,7 +13,9 @@ A subclass supplies ``loss()`` (and ``loss_columns``); the base class owns the r
 - :mod:`~rlgear.plugins.backends.torch.gradients`: A3C's ``compute_gradients`` /
   ``apply_gradients``;
 - :mod:`~rlgear.plugins.backends.torch.weights`: the framework-neutral weight layout and the
-  checkpoint state.
+  checkpoint state;
+- :mod:`~rlgear.plugins.backends.torch.device`: ``to_device`` (``learners.device``) and moving each
+  learn call's batch to the device once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.plugins.backends.torch.acting import TorchActing
+from rlgear.plugins.backends.torch.device import TorchPlacement
 from rlgear.plugins.backends.torch.distributions import distribution_class
 from rlgear.plugins.backends.torch.gradients import TorchGradients
 from rlgear.plugins.backends.torch.learning import TorchLearning, clip_gradients
@@ -39,7 +42,7 @@ from rlgear.spaces import Discrete, MultiDiscrete, Space
 __all__ = ["TorchPolicy", "clip_gradients"]
 
 
-class TorchPolicy(TorchActing, TorchLearning, TorchGradients, TorchWeights, Policy):
+class TorchPolicy(TorchActing, TorchLearning, TorchGradients, TorchWeights, TorchPlacement, Policy):
     """Actor-critic acting and gradient steps on ``loss()``.
 
     Subclasses set ``loss_columns`` (the batch columns ``loss`` reads) and implement
@@ -117,6 +120,13 @@ class TorchPolicy(TorchActing, TorchLearning, TorchGradients, TorchWeights, Poli
         return float(training.lr)
 
     def to_tensors(self, batch: SampleBatch, columns: Iterable[str]) -> dict[str, torch.Tensor]:
+        """The batch columns ``loss`` reads as tensors on :attr:`device`, each moved there once
+        (:meth:`host_tensors`, then :meth:`move_tensors`)."""
+        return self.move_tensors(self.host_tensors(batch, columns))
+
+    def host_tensors(self, batch: SampleBatch, columns: Iterable[str]) -> dict[str, torch.Tensor]:
+        """The batch columns ``loss`` reads as CPU tensors, observations preprocessed (flat, one-hot).
+        Override this (not :meth:`to_tensors`) to add columns: they then reach the device too."""
         tensors = {}
         for key in columns:
             if key not in batch:

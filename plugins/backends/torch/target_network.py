@@ -24,6 +24,12 @@ class TargetModel:
         """The target network starts as an exact copy of the online one."""
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
 
+    def on_device(self, device: torch.device) -> None:
+        """The target network goes where the online one went (``TorchPolicy.to_device``)."""
+        super().on_device(device)
+        if self.target_model is not None:
+            self.target_model.to(device)
+
     def update_target(self, tau: float = 1.0) -> None:
         """``target <- tau * online + (1 - tau) * target``; ``tau=1`` copies (exactly)."""
         with torch.no_grad():
@@ -37,7 +43,7 @@ class TargetModel:
         """The target network's weights, named and laid out like :meth:`get_weights`."""
         out = {}
         for name, param in self.target_model.named_parameters():
-            value = self.to_neutral_layout(name, param.detach().numpy())
+            value = self.to_neutral_layout(name, param.detach().cpu().numpy())
             out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         return out
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -120,6 +121,25 @@ class TorchOptim:
 
     def zero_grad(self) -> None:
         self.inner.zero_grad(set_to_none=True)
+
+    def to(self, device: torch.device, replaced: Mapping[int, torch.Tensor] | None = None) -> None:
+        """The state tensors to ``device``, where the parameters went (``TorchPolicy.to_device``);
+        ``replaced`` maps ``id(old parameter)`` to the one that took its place, if any did.
+
+        Loading its own state dict back moves the state: ``torch.optim`` casts each state tensor to
+        its parameter's device on load (keeping ``step`` where its policy wants it), the same path a
+        checkpoint's state takes in :meth:`load_state`. State made later is made on the device.
+        """
+        if replaced:
+            self.params = [replaced.get(id(p), p) for p in self.params]
+            for group in self.inner.param_groups:
+                group["params"] = [replaced.get(id(p), p) for p in group["params"]]
+            old_state = self.inner.state
+            self.inner.state = defaultdict(dict)
+            for param, state in old_state.items():
+                self.inner.state[replaced.get(id(param), param)] = state
+        if self.inner.state:
+            self.inner.load_state_dict(self.inner.state_dict())
 
     def step(self) -> None:
         if any(p.grad is not None for p in self.params):

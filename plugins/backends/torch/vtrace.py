@@ -73,9 +73,9 @@ class VTraceTorchPolicy(TorchPolicy):
     loss_columns = (SB.OBS, SB.ACTIONS, SB.REWARDS, SB.DISCOUNTS, SB.STEP_TYPES, SB.ACTION_LOGP)
     rows_are_sequences = True
 
-    def to_tensors(self, batch: SB, columns: Any) -> dict[str, torch.Tensor]:
+    def host_tensors(self, batch: SB, columns: Any) -> dict[str, torch.Tensor]:
         """Sequences ``[N, T+1, ...]``: observations are flattened per step, then put back in shape."""
-        tensors = super().to_tensors(batch, [c for c in columns if c != SB.OBS])
+        tensors = super().host_tensors(batch, [c for c in columns if c != SB.OBS])
         obs = np.asarray(batch[SB.OBS])
         n, steps = obs.shape[:2]
         flat = self.preprocess(obs.reshape(n * steps, *obs.shape[2:]))
@@ -138,7 +138,8 @@ class VTraceTorchPolicy(TorchPolicy):
     def minibatch_weight(self, tensors: dict[str, torch.Tensor], rows: np.ndarray) -> float:
         """The learned steps of sequences ``rows``: V-trace's loss terms are means over them
         (:func:`mean_over`), so data-parallel learners weigh their shards by these."""
-        step_types = tensors[SB.STEP_TYPES][torch.from_numpy(rows)]  # [n, T+1]
+        step_types = tensors[SB.STEP_TYPES]
+        step_types = step_types[torch.from_numpy(rows).to(step_types.device)]  # [n, T+1]
         return float((step_types[:, :-1] != _LAST).sum())
 
     def learned_steps(self, batch: dict[str, torch.Tensor], dtype: torch.dtype) -> torch.Tensor:

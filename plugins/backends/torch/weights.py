@@ -38,7 +38,7 @@ class TorchWeights:
     def get_weights(self) -> dict[str, np.ndarray]:
         out = {}
         for name, param in self.model.named_parameters():
-            value = self.to_neutral_layout(name, param.detach().numpy())
+            value = self.to_neutral_layout(name, param.detach().cpu().numpy())
             out[self._weight_names[name]] = np.ascontiguousarray(value).copy()
         return out
 
@@ -73,6 +73,7 @@ class TorchWeights:
         return out
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load numpy weights (copied onto the parameters' device, wherever the policy learns)."""
         converted = self._torch_layout(weights)  # all checks first: a bad dict changes nothing
         with torch.no_grad():
             for name, param in self.model.named_parameters():
@@ -82,7 +83,7 @@ class TorchWeights:
     def get_state(self) -> PolicyState:
         arrays = {f"weights/{k}": v for k, v in self.get_weights().items()}
         for key, value in self.optimizer.state_arrays().items():
-            arrays[f"optimizer/{key}"] = value.detach().numpy().copy()
+            arrays[f"optimizer/{key}"] = value.detach().cpu().numpy().copy()
         meta = {
             "optimizer": self.optimizer.state_meta(),
             "global_timestep": self.global_timestep,
