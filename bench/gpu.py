@@ -21,6 +21,11 @@ synchronized around each phase: ``transfer`` (the batch columns to the device, o
 more than ``1000 / updates_per_s`` on a GPU, where the unsynchronized update overlaps them.
 ``auto`` follows these figures: a GPU for conv and LSTM models, the CPU for MLPs (docs/learners.md).
 
+``learner_scaling`` (with 2 or more GPUs): the same workloads on 1 and on ``--num-learners``
+data-parallel learners, one process and one GPU each (NCCL), a fixed number of updates:
+``speedup`` is the ratio of updates/s. ``--scaling-device cpu`` runs it on the CPU (gloo) instead,
+a check of the code path on a machine without GPUs.
+
 Usage: python bench/gpu.py [--seconds 20] [--threads 1] [--out bench/results]
        python bench/gpu.py --quick   (CPU only, a few updates: a smoke run for CI, under a minute)
 """
@@ -221,13 +226,91 @@ def time_split(policy: Any, batch: Any, repeats: int) -> dict[str, float]:
     return {phase: float(np.median(values)) for phase, values in phases.items()}
 
 
-def learner_scaling(args: argparse.Namespace) -> dict[str, Any] | None:
-    """Where "1 vs 2 learners when there are 2 GPUs" plugs in (``--num-learners``): not measured yet.
+def _scaling_worker(
+    rank: int, world: int, port: int, name: str, device_kind: str, calls: int, threads: int, out: Any
+) -> None:
+    """One of ``world`` data-parallel learners (a process of its own, as a learner actor is):
+    ``calls`` timed updates on its shard of every minibatch, gradients all-reduced."""
+    import torch
 
-    Data-parallel learner actors (``learners.num_learners``) come with their own change; until then
-    this returns None and the JSON says so, rather than a number that measured something else.
-    """
-    return None
+    from rlgear.plugins.backends.torch.data_parallel import DataParallelGroup
+    from rlgear.plugins.backends.torch.device import synchronize
+
+    torch.set_num_threads(threads)
+    device = f"cuda:{rank}" if device_kind == "cuda" else "cpu"
+    if device_kind == "cuda":
+        torch.cuda.set_device(rank)
+    learner, batch, _ = build_learner(name, device)
+    group = DataParallelGroup(rank, world, "127.0.0.1", port, device)
+    for policy in learner.policy_map.values():
+        policy.data_parallel = group
+    learner.update(batch)  # warm-up (and the group's first collective)
+    synchronize(device)
+    group.barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        learner.update(batch)
+    synchronize(device)
+    group.barrier()
+    elapsed = time.perf_counter() - start
+    group.close()
+    out.put((rank, elapsed))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def learner_scaling(args: argparse.Namespace, workloads: list[str]) -> dict[str, Any] | None:
+    """1 vs ``--num-learners`` data-parallel learners, each in a process of its own with its own
+    device (``cuda:<rank>``; on the CPU with ``--scaling-device cpu``, gloo), the same fixed
+    number of updates: what ``learners.num_learners`` does, without Ray (this machine may not have
+    it). None without that many GPUs (nothing is measured then, and the JSON says so)."""
+    import torch
+    import torch.multiprocessing as mp
+
+    world = args.num_learners
+    kind = args.scaling_device
+    if world < 2 or (kind == "cuda" and torch.cuda.device_count() < world):
+        return None
+    calls = 2 if args.quick else args.scaling_calls
+    context = mp.get_context("spawn")
+    rows = []
+    for name in workloads:
+        rates = {}
+        for learners in (1, world):
+            queue = context.Queue()
+            port = _free_port()
+            processes = [
+                context.Process(
+                    target=_scaling_worker,
+                    args=(rank, learners, port, name, kind, calls, args.threads, queue),
+                )
+                for rank in range(learners)
+            ]
+            for process in processes:
+                process.start()
+            elapsed = max(queue.get(timeout=600)[1] for _ in processes)
+            for process in processes:
+                process.join(timeout=60)
+            rates[learners] = calls / elapsed
+        rows.append(
+            {
+                "workload": name,
+                "device": kind,
+                "calls": calls,
+                "updates_per_s_1": rates[1],
+                f"updates_per_s_{world}": rates[world],
+                "speedup": rates[world] / rates[1],
+            }
+        )
+        print(f"{name:22s} {kind} x{world}: {rates[world]:.2f} updates/s vs {rates[1]:.2f} alone "
+              f"({rates[world] / rates[1]:.2f}x)", flush=True)  # fmt: skip
+    return {"num_learners": world, "results": rows}
 
 
 def device_name(devices: list[str]) -> str:
@@ -259,13 +342,16 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--devices", nargs="+", help="default: cpu and every CUDA device torch sees")
     parser.add_argument(
-        "--num-learners", type=int, default=1,
-        help="learner processes per measurement; more than 1 is not measured yet (see learner_scaling)",
+        "--num-learners", type=int, default=2,
+        help="data-parallel learners compared with one (each on its own GPU; default 2, where there are 2)",
     )  # fmt: skip
+    parser.add_argument(
+        "--scaling-device", choices=("cuda", "cpu"), default="cuda",
+        help="learner scaling on one GPU per learner, or on the CPU (gloo; a check of the code path)",
+    )  # fmt: skip
+    parser.add_argument("--scaling-calls", type=int, default=20, help="timed updates per scaling run")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="folder of gpu-<device name>.json")
     args = parser.parse_args()
-    if args.num_learners != 1:
-        parser.error("--num-learners above 1 is not measured yet: learner_scaling() is where it plugs in")
     os.environ.setdefault("RLGEAR_DISABLE_PLUGIN_AUTOLOAD", "1")
 
     import torch
@@ -303,7 +389,7 @@ def main() -> None:
         "quick": args.quick,
         "seconds_per_measurement": seconds,
         "results": results,
-        "learner_scaling": learner_scaling(args),
+        "learner_scaling": learner_scaling(args, args.workloads),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"gpu-{slug(name)}.json"

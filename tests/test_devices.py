@@ -447,3 +447,20 @@ def test_bench_gpu_quick_reports_finite_updates_per_second_for_the_three_workloa
         assert math.isfinite(row["updates_per_s"]) and row["updates_per_s"] > 0
         assert set(row["split_ms"]) == {"transfer", "forward_backward", "optimizer_step"}
         assert all(v >= 0 for v in row["split_ms"].values())
+
+
+def test_bench_gpu_learner_scaling_runs_two_data_parallel_learners_on_the_cpu(tmp_path):
+    """The 1-vs-2-learners part of bench/gpu.py (one process per learner, gloo here, NCCL on GPUs)."""
+    out = tmp_path / "results"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu.py"), "--quick", "--scaling-device", "cpu",
+         "--workloads", "sac-mlp-halfcheetah", "--out", str(out)],
+        check=True, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    (path,) = out.glob("gpu-*.json")
+    scaling = json.loads(path.read_text())["learner_scaling"]
+    assert scaling["num_learners"] == 2
+    (row,) = scaling["results"]
+    assert row["workload"] == "sac-mlp-halfcheetah" and row["device"] == "cpu"
+    assert row["updates_per_s_1"] > 0 and row["updates_per_s_2"] > 0
+    assert math.isfinite(row["speedup"])
