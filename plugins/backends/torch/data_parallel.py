@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["DataParallelGroup", "active_group", "minibatch_sum"]
+__all__ = ["DataParallelGroup", "MinibatchView", "active_group", "minibatch_column", "minibatch_sum"]
 
 _ACTIVE: contextvars.ContextVar[DataParallelGroup | None] = contextvars.ContextVar(
     "rlgear_data_parallel_group", default=None
@@ -145,13 +145,53 @@ class DataParallelGroup:
             dist.destroy_process_group()
 
     @contextlib.contextmanager
-    def active(self) -> Iterator[DataParallelGroup]:
-        """Mark a data-parallel step as running (read by :func:`minibatch_sum`)."""
+    def active(self, minibatch: MinibatchView | None = None) -> Iterator[DataParallelGroup]:
+        """Mark a data-parallel step as running (read by :func:`minibatch_sum` and
+        :func:`minibatch_column`); ``minibatch`` is what this learner knows of the whole minibatch."""
         token = _ACTIVE.set(self)
+        previous, self.minibatch = self.minibatch, minibatch
         try:
             yield self
         finally:
+            self.minibatch = previous
             _ACTIVE.reset(token)
+
+    #: The running step's whole minibatch, as this learner sees it (None outside a step).
+    minibatch: MinibatchView | None = None
+
+
+class MinibatchView:
+    """The whole minibatch of a data-parallel step: every learner holds the whole batch, so a
+    statistic of a loss input column over the minibatch (advantage normalization's mean and
+    variance) is computed locally, the same number on every learner, with no collective.
+
+    Args:
+        tensors: the batch's columns (every row of the batch).
+        rows: the minibatch's rows in them.
+        shard: the columns of this learner's shard, as the loss receives them.
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor], rows: torch.Tensor, shard: dict[str, torch.Tensor]):
+        self.tensors, self.rows, self.shard = tensors, rows, shard
+
+    def column_of(self, tensor: torch.Tensor | None) -> torch.Tensor | None:
+        """The whole minibatch's rows of the column whose shard is ``tensor`` (the very tensor the
+        loss received); None when ``tensor`` is not one of the shard's columns (something the loss
+        computed), which a caller then sums over the group instead."""
+        if tensor is None:
+            return None
+        for key, value in self.shard.items():
+            if value is tensor:
+                return self.tensors[key][self.rows]
+        return None
+
+
+def minibatch_column(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    """The whole minibatch's rows of loss input ``tensor`` in a data-parallel step (see
+    :class:`MinibatchView`); None when unknown (no step, or not an input column)."""
+    group = active_group()
+    view = None if group is None else group.minibatch
+    return None if view is None else view.column_of(tensor)
 
 
 def minibatch_sum(x: torch.Tensor) -> torch.Tensor:

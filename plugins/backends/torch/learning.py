@@ -14,7 +14,6 @@ learner); PPO, A2C, PG, IMPALA and APPO mix in the on-policy SGD family's
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 
 from rlgear.blocks.minibatch_rows import shuffled_rows
-from rlgear.plugins.backends.torch.data_parallel import DataParallelGroup
+from rlgear.plugins.backends.torch.data_parallel import DataParallelGroup, MinibatchView
 from rlgear.policy import NonFiniteGuard
 from rlgear.sample_batch import SampleBatch
 
@@ -114,10 +113,16 @@ class TorchLearning:
         """
         training = self.config.training
         group = self.data_parallel
+        minibatch = rows
         rows, share = self.data_parallel_shard(tensors, rows)
         index = torch.from_numpy(rows).to(self.device)  # a few bytes per minibatch; the columns moved once
-        with contextlib.nullcontext() if group is None else group.active():
-            loss, stats = self.loss({k: v[index] for k, v in tensors.items()})
+        shard = {k: v[index] for k, v in tensors.items()}
+        if group is None:
+            loss, stats = self.loss(shard)
+        else:
+            whole = MinibatchView(tensors, torch.from_numpy(minibatch).to(self.device), shard)
+            with group.active(whole):
+                loss, stats = self.loss(shard)
         self.optimizer.zero_grad()
         loss.backward()
         if group is not None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from rlgear.plugins.backends.torch.data_parallel import active_group, minibatch_sum
+from rlgear.plugins.backends.torch.data_parallel import active_group, minibatch_column, minibatch_sum
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -26,21 +26,36 @@ def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = N
     whole minibatch's, summed over every learner's shard (:mod:`.data_parallel`)."""
     if active_group() is not None:
         return _normalize_over_group(advantages, mask)
+    return advantages_normalized_by(advantages, advantages, mask)
+
+
+def advantages_normalized_by(
+    advantages: torch.Tensor, advantages_ref: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """``advantages`` with the mean and (unbiased) std of ``advantages_ref`` (over the rows where
+    ``mask``, the reference's mask, is 1) taken out; the reference is ``advantages`` itself except
+    for a data-parallel learner, whose shard is normalized by the whole minibatch's rows."""
     if mask is None:
-        if advantages.numel() <= 1:
+        if advantages_ref.numel() <= 1:
             return advantages
-        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return (advantages - advantages_ref.mean()) / (advantages_ref.std() + 1e-8)
     count = mask.sum()
     if count <= 1:
         return advantages
-    mean = (advantages * mask).sum() / count
-    variance = (((advantages - mean) * mask) ** 2).sum() / (count - 1)
+    mean = (advantages_ref * mask).sum() / count
+    variance = (((advantages_ref - mean) * mask) ** 2).sum() / (count - 1)
     return (advantages - mean) / (variance.sqrt() + 1e-8)
 
 
 def _normalize_over_group(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """:func:`normalize_advantages` with the sums taken over the whole minibatch (two passes, as
-    one learner computes them, so the numbers agree to float tolerance)."""
+    """:func:`normalize_advantages` over the whole minibatch. When ``advantages`` (and ``mask``) are
+    the loss's input columns, every learner holds their whole-minibatch rows and computes the
+    statistics itself, exactly as one learner does (no collective); otherwise the sums are taken
+    over the group (two passes, as one learner computes them)."""
+    whole = minibatch_column(advantages)
+    whole_mask = minibatch_column(mask)
+    if whole is not None and (mask is None or whole_mask is not None):
+        return advantages_normalized_by(advantages, whole, whole_mask)
     weights = torch.ones_like(advantages) if mask is None else mask.to(advantages.dtype)
     count, total = minibatch_sum(torch.stack([weights.sum(), (advantages * weights).sum()]))
     if count <= 1:
