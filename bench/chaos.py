@@ -3,13 +3,15 @@
 A benchmark, not a CI test (it takes ``--minutes`` plus the time to finish).
 Two runs go on side by side on this machine:
 
-* ``train``: PPO on CartPole with 2 remote workers on a local 2-node Ray
-  cluster (``ray.cluster_utils.Cluster``: each node has its own raylet);
+* ``train``: PPO on CartPole with 2 remote workers and 2 data-parallel learner actors
+  (``learners.num_learners: 2``) on a local 2-node Ray cluster (``ray.cluster_utils.Cluster``:
+  each node has its own raylet);
 * ``serve``: PPO served to 8 external CartPole clients over TCP
   (``rlgear serve`` + ``examples/external_cartpole_client.py``).
 
 Every 8-20 s (seeded) one of these happens: SIGKILL a remote worker's
-process; remove the worker node without warning (a new one joins 5 s later);
+process; SIGKILL a learner actor's process (the learner group restarts from the last weights);
+remove the worker node without warning (a new one joins 5 s later);
 SIGKILL the ``train`` driver or the ``serve`` driver (restarted at once with
 ``--resume RUN_DIR``); SIGKILL a client (restarted at once). A driver that
 exits on its own before the window ends counts as a failure of the soak and is
@@ -157,15 +159,26 @@ class Clients:
         self.log.close()
 
 
-def worker_pids() -> list[int]:
-    """Processes of rlgear's remote workers (Ray names actor processes ``ray::RemoteEvaluator...``)."""
+def actor_pids(actor_class: str) -> list[int]:
+    """Processes of one kind of Ray actor (Ray names them ``ray::<class>...``)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if "ray::RemoteEvaluator" in line]
+    return [int(line.split()[0]) for line in out.splitlines() if f"ray::{actor_class}" in line]
+
+
+def worker_pids() -> list[int]:
+    """Processes of rlgear's remote workers."""
+    return actor_pids("RemoteEvaluator")
+
+
+def learner_pids() -> list[int]:
+    """Processes of rlgear's learner actors."""
+    return actor_pids("LearnerActor")
 
 
 #: Result keys that count faults: like the progress counters, they must never go down across resumes.
 FAULT_COUNTER_PREFIXES = (
     "num_worker_restarts",
+    "num_learner_restarts",
     "num_worker_start_failures",
     "num_dropped_requests",
     "num_metrics_timeouts",
@@ -241,7 +254,7 @@ def soak(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": FAST_HEALTH_CHECKS}
     )
-    worker_node = cluster.add_node(num_cpus=2)
+    worker_node = cluster.add_node(num_cpus=4)  # 2 workers and 2 learners (logical CPUs)
     port = free_port()
     common = [
         f"stop={{time_total_s: {stop_s}}}",
@@ -251,7 +264,8 @@ def soak(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
     ]
     train = Driver(
         "train", "train", ROOT / "configs" / "ppo-cartpole.yaml",
-        [*common, "workers.num_workers=2", f"workers.ray.address={cluster.address}"], workdir,
+        [*common, "workers.num_workers=2", "learners.num_learners=2", "learners.max_restarts=1000",
+         f"workers.ray.address={cluster.address}"], workdir,
     )  # fmt: skip
     serve = Driver(
         "serve", "serve", ROOT / "configs" / "ppo-cartpole-external.yaml",
@@ -274,7 +288,7 @@ def soak(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
                     driver.start()
             choices = ["client"] if serve.running else []
             if train.running:
-                choices += ["worker", "node", "train_driver"]
+                choices += ["worker", "learner", "node", "train_driver"]
             if serve.running:
                 choices.append("serve_driver")
             if not choices:
@@ -286,10 +300,15 @@ def soak(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
                 if not pids:
                     continue
                 os.kill(rng.choice(pids), signal.SIGKILL)
+            elif what == "learner":
+                pids = learner_pids()
+                if not pids:
+                    continue
+                os.kill(rng.choice(pids), signal.SIGKILL)
             elif what == "node":
                 cluster.remove_node(worker_node, allow_graceful=False)
                 time.sleep(5)
-                worker_node = cluster.add_node(num_cpus=2)
+                worker_node = cluster.add_node(num_cpus=4)
             elif what == "train_driver":
                 train.kill()
                 train.start()

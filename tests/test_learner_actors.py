@@ -124,7 +124,7 @@ def test_one_learner_actor_trains_and_reports_itself(ray_session):
     assert max(float(np.max(np.abs(alone[k] - weights[k]))) for k in alone) <= 1e-5
 
 
-def test_a_dead_learner_is_replaced_from_the_last_weights_and_training_goes_on(ray_session):
+def test_a_dead_learner_is_replaced_from_the_last_weights_and_training_goes_on(ray_session, tmp_path):
     cls = registry.load_algorithm("ppo")
     trainer = cls(config_for("ppo", 2))
     try:
@@ -140,8 +140,15 @@ def test_a_dead_learner_is_replaced_from_the_last_weights_and_training_goes_on(r
         # the new group started from `before` and learned on: close to it, but moved
         moved = max(float(np.max(np.abs(before[k] - after[k]))) for k in before)
         assert 0 < moved < 1.0
+        path = trainer.save(tmp_path / "after_restart")
     finally:
         trainer.stop()
+    resumed = cls(config_for("ppo", 2))
+    try:
+        resumed.restore(path)
+        assert resumed.train()["num_learner_restarts"] == 1.0  # the count goes on across a resume
+    finally:
+        resumed.stop()
 
 
 def test_past_max_restarts_the_run_stops_naming_the_cause_and_a_checkpoint_holds_the_last_weights(

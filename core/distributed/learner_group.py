@@ -354,6 +354,10 @@ class LearnerGroup:
         """The Ray node of each learner, by rank."""
         return self.ray.get([actor.node_id.remote() for actor in self._actors])
 
+    def restore_fault_state(self, restarts: int) -> None:
+        """Restarts counted before a resume: the count goes on; ``max_restarts`` counts from here."""
+        self.num_restarts = self._restarts_before_resume = int(restarts)
+
     def fault_stats(self) -> dict[str, float]:
         return {"num_learner_restarts": float(self.num_restarts)}
 

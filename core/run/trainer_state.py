@@ -47,7 +47,10 @@ def collect(trainer: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             "restore_epoch": trainer.restore_epoch,
         },
         "metrics_window": trainer.metrics.get_state(),
-        "fault_counters": trainer.workers.get_fault_state(),
+        "fault_counters": {
+            **trainer.workers.get_fault_state(),
+            "learner_restarts": int(getattr(trainer.learner, "num_restarts", 0)),
+        },
         "policy_metas": policy_metas,
         "algorithm_state": trainer.get_algorithm_state(),
     }
@@ -155,7 +158,10 @@ def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint
     trainer.time_total_s = float(counters["time_total_s"])
     trainer.restore_epoch = int(counters.get("restore_epoch", 0)) + 1
     trainer.metrics.set_state(state["metrics_window"])
-    trainer.workers.set_fault_state(state.get("fault_counters", {}))  # counts go on across a resume
+    faults = state.get("fault_counters", {})
+    trainer.workers.set_fault_state(faults)  # counts go on across a resume
+    if hasattr(trainer.learner, "restore_fault_state"):  # learner actors: their restarts too
+        trainer.learner.restore_fault_state(int(faults.get("learner_restarts", 0)))
     trainer.set_algorithm_state(state.get("algorithm_state", {}))
     trainer.set_algorithm_arrays(
         {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
