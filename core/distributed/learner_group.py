@@ -74,9 +74,29 @@ def check_before_start(config: Any, policy_class: type, backend_class: type) -> 
         object_store_memory=config.workers.ray.object_store_memory,
         quiet=not config.workers.ray.log_to_driver,
     )
-    ray_session.check_learner_resources(
-        learners.num_learners, learners.num_cpus_per_learner, learners.num_gpus_per_learner
-    )
+    wait_for_learner_resources(config)
+
+
+def wait_for_learner_resources(config: Any) -> None:
+    """:func:`~rlgear.distributed.ray_session.check_learner_resources`, which on a cluster rlgear
+    attached to (``workers.ray.address``) is retried for ``workers.ray.worker_start_timeout_s``:
+    a node being lost and replaced is not a cluster too small."""
+    import time
+
+    from rlgear.distributed import ray_session
+
+    learners = config.learners
+    deadline = time.monotonic() + config.workers.ray.worker_start_timeout_s
+    while True:
+        try:
+            ray_session.check_learner_resources(
+                learners.num_learners, learners.num_cpus_per_learner, learners.num_gpus_per_learner
+            )
+            return
+        except ray_session.RayResourceError:
+            if config.workers.ray.address is None or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 class LearnerGroup:
@@ -112,9 +132,7 @@ class LearnerGroup:
             object_store_memory=config.workers.ray.object_store_memory,
             quiet=not config.workers.ray.log_to_driver,
         )
-        ray_session.check_learner_resources(
-            self.num_learners, learners.num_cpus_per_learner, self.gpus_per_learner
-        )
+        wait_for_learner_resources(config)
         self.ray = ray_session.import_ray()
         #: Groups started again after a learner died (``num_learner_restarts`` in results).
         self.num_restarts = 0
@@ -126,7 +144,7 @@ class LearnerGroup:
         self._global_timestep = 0
         self._device: str | None = None
         self._broken = False  # max_restarts used up: only the last weights are left (for a checkpoint)
-        self._start()
+        self._start_with_retries()
         if weights is not None:
             self.set_weights(weights)
         self._proxies = {pid: RemotePolicy(self, pid) for pid in self._spaces}
@@ -197,6 +215,20 @@ class LearnerGroup:
                 raise cause from None
             raise
 
+    def _start_with_retries(self) -> None:
+        """:meth:`_start`, again when a learner dies while the group starts (its node lost), as a
+        restart counted against ``learners.max_restarts``."""
+        from rlgear.distributed.ray_session import is_actor_failure
+
+        while True:
+            try:
+                self._start()
+                return
+            except Exception as err:
+                if not is_actor_failure(err):
+                    raise
+                self._restart(err, start=False)
+
     def _kill_all(self) -> None:
         for actor in self._actors:
             with contextlib.suppress(Exception):
@@ -209,7 +241,7 @@ class LearnerGroup:
                 remove_placement_group(self._placement_group)
             self._placement_group = None
 
-    def _restart(self, error: BaseException) -> None:
+    def _restart(self, error: BaseException, start: bool = True) -> None:
         """Start the whole group again from the last weights (a dead learner breaks the collectives
         of the others), or stop the run when ``learners.max_restarts`` is used up."""
         from rlgear.distributed.ray_session import LearnerFailureError
@@ -226,7 +258,9 @@ class LearnerGroup:
             ) from error
         self._kill_all()
         self.num_restarts += 1
-        self._start()
+        if not start:  # the caller starts the group (and retries)
+            return
+        self._start_with_retries()
         if self._last_weights is not None:
             self._broadcast("set_weights", self._last_weights, restart=False)
         self._broadcast("set_global_timestep", self._global_timestep, restart=False)
