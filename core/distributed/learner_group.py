@@ -47,7 +47,6 @@ def check_before_start(config: Any, policy_class: type, backend_class: type) -> 
     """Refuse, before any worker or learner starts, what learner actors can't do: a framework-free
     algorithm (it learns in the driver), several learners on a backend without data-parallel
     learning, and more learners than the cluster can place."""
-    from rlgear.distributed import ray_session
 
     learners = config.learners
     if getattr(policy_class, "framework_free", False):
@@ -68,13 +67,20 @@ def check_before_start(config: Any, policy_class: type, backend_class: type) -> 
             f"learners.device is '{learners.device}', but a learner actor sees only the GPUs Ray gives it "
             "and this is 0: set it (e.g. 1), or learners.device: cpu",
         )
+    init_ray_for(config)
+    wait_for_learner_resources(config)
+
+
+def init_ray_for(config: Any) -> None:
+    """Start (or attach to) Ray with the run's CPU budget, the learners' included."""
+    from rlgear.distributed import ray_session
+
     ray_session.init_ray(
         num_cpus=ray_session.run_num_cpus(config),
         address=config.workers.ray.address,
         object_store_memory=config.workers.ray.object_store_memory,
         quiet=not config.workers.ray.log_to_driver,
     )
-    wait_for_learner_resources(config)
 
 
 def wait_for_learner_resources(config: Any) -> None:
@@ -126,12 +132,7 @@ class LearnerGroup:
         self._spaces = dict(spaces)
         learners = config.learners
         self.num_learners = int(learners.num_learners)
-        ray_session.init_ray(
-            num_cpus=ray_session.run_num_cpus(config),
-            address=config.workers.ray.address,
-            object_store_memory=config.workers.ray.object_store_memory,
-            quiet=not config.workers.ray.log_to_driver,
-        )
+        init_ray_for(config)
         wait_for_learner_resources(config)
         self.ray = ray_session.import_ray()
         #: Groups started again after a learner died (``num_learner_restarts`` in results).
