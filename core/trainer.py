@@ -147,15 +147,7 @@ class Trainer:
         else:
             self._check_device(config)
             self.learner = Learner(config, policy_cls, device=config.learners.device, backend=self.backend)
-            self.workers = WorkerSet(
-                config,
-                policy_cls,
-                adapter_cls,
-                type(self).postprocess,
-                self.hooks,
-                check_spaces=self.check_spaces,
-                learner=self.learner,
-            )
+            self.workers = self._worker_set(config, policy_cls, adapter_cls, self.learner)
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
@@ -177,6 +169,18 @@ class Trainer:
             self._evaluation_worker_for(config.training.evaluation_episodes)
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
 
+    def _worker_set(self, config: RunConfig, policy_cls: type, adapter_cls: type, learner: Any) -> WorkerSet:
+        """The rollout workers; the in-process one acts with ``learner``'s policies (None: its own copies)."""
+        return WorkerSet(
+            config,
+            policy_cls,
+            adapter_cls,
+            type(self).postprocess,
+            self.hooks,
+            check_spaces=self.check_spaces,
+            learner=learner,
+        )
+
     def _setup_learner_group(
         self, config: RunConfig, policy_cls: type, backend_cls: type, adapter_cls: type
     ) -> None:
@@ -186,14 +190,7 @@ class Trainer:
         from rlgear.distributed import learner_group
 
         learner_group.check_before_start(config, policy_cls, backend_cls)
-        self.workers = WorkerSet(
-            config,
-            policy_cls,
-            adapter_cls,
-            type(self).postprocess,
-            self.hooks,
-            check_spaces=self.check_spaces,
-        )
+        self.workers = self._worker_set(config, policy_cls, adapter_cls, None)
         try:
             local = self.workers.local_worker
             spaces = {pid: (p.observation_space, p.action_space) for pid, p in local.policy_map.items()}

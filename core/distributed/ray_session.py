@@ -135,22 +135,7 @@ def check_resources(num_workers: int, num_cpus_per_worker: float, num_gpus_per_w
 
     Ray itself would only queue the actors forever with a warning in its logs.
     """
-    total = cluster_resources()
-    for name, per_worker, unit in (
-        ("CPU", num_cpus_per_worker, "CPU"),
-        ("GPU", num_gpus_per_worker, "GPU"),
-    ):
-        if per_worker <= 0:
-            continue
-        needed = num_workers * per_worker
-        have = total.get(name, 0.0)
-        if needed > have:
-            raise RayResourceError(
-                f"workers: asked for {num_workers} workers x {_number(per_worker)} {unit}, "
-                f"the cluster has {_number(have)} {unit}s; lower workers.num_workers or "
-                f"workers.num_{unit.lower()}s_per_worker, or attach to a bigger cluster "
-                "(workers.ray.address)"
-            )
+    _check_fits("workers", num_workers, num_cpus_per_worker, num_gpus_per_worker)
 
 
 def run_num_cpus(config: Any) -> int:
@@ -164,17 +149,24 @@ def check_learner_resources(
 ) -> None:
     """Fail before anything starts, with numbers, when the learner actors can never fit on the
     cluster (Ray would queue them forever)."""
+    _check_fits("learners", num_learners, num_cpus_per_learner, num_gpus_per_learner)
+
+
+def _check_fits(section: str, count: int, cpus_each: float, gpus_each: float) -> None:
+    """``count`` actors of ``cpus_each`` CPUs and ``gpus_each`` GPUs against the cluster's totals: a
+    :class:`RayResourceError` naming the keys of ``section`` (``workers``, ``learners``) when they
+    can never fit."""
     total = cluster_resources()
-    for name, per_learner in (("CPU", num_cpus_per_learner), ("GPU", num_gpus_per_learner)):
-        if per_learner <= 0:
+    plural, singular = section, section.removesuffix("s")
+    for name, each in (("CPU", cpus_each), ("GPU", gpus_each)):
+        if each <= 0:
             continue
-        needed = num_learners * per_learner
         have = total.get(name, 0.0)
-        if needed > have:
+        if count * each > have:
             raise RayResourceError(
-                f"learners: asked for {num_learners} learners x {_number(per_learner)} {name}, "
-                f"the cluster has {_number(have)} {name}s; lower learners.num_learners or "
-                f"learners.num_{name.lower()}s_per_learner, or attach to a bigger cluster "
+                f"{section}: asked for {count} {plural} x {_number(each)} {name}, "
+                f"the cluster has {_number(have)} {name}s; lower {section}.num_{plural} or "
+                f"{section}.num_{name.lower()}s_per_{singular}, or attach to a bigger cluster "
                 "(workers.ray.address)"
             )
 
