@@ -93,6 +93,22 @@ class Backend(ABC):
         (``Policy.to_device``): nothing."""
         return contextlib.nullcontext()
 
+    # --- export (rlgear export) ----------------------------------------------------------------
+    #: The formats ``rlgear export`` writes with this backend (``onnx``, ``torchscript``, ``savedmodel``).
+    export_formats: ClassVar[tuple[str, ...]] = ()
+
+    def export_policy(self, policy: Any, plan: Any, fmt: str, path: Any, explore: bool) -> tuple[list, list]:
+        """Write ``policy`` as ``fmt`` to ``path`` with ``plan``
+        (:class:`rlgear.export.signature.ObservationPlan`) in front of it, and return its
+        ``(inputs, outputs)`` as :class:`~rlgear.export.signature.TensorSpec` lists. Only called
+        for a format in :attr:`export_formats`; a backend that exports nothing never is."""
+        raise NotImplementedError(f"the {self.framework or type(self).__name__} backend exports no format")
+
+    def exported_player(self, path: Any, fmt: str, input_names: list[str], output_names: list[str]) -> Any:
+        """``player(feeds: {input name: array}) -> {output name: array}`` running an exported file
+        in this backend's framework (``rlgear export --check``, parity tests)."""
+        raise NotImplementedError(f"the {self.framework or type(self).__name__} backend plays no format")
+
 
 class NoFrameworkBackend(Backend):
     """The backend of a run whose policy is framework-free (:class:`~rlgear.numpy_policy.NumpyPolicy`).

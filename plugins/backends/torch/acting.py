@@ -22,6 +22,7 @@ import torch
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
+from rlgear.plugins.backends.torch.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.torch.models import ActorCriticMLP
 from rlgear.policy import flatten_observations
 from rlgear.sample_batch import SampleBatch
@@ -147,6 +148,13 @@ class TorchActing:
                 self._acting_tensor(np.asarray(timestep.reward, np.float32)),
                 1,
             )
+
+    def export_head(self, explore: bool) -> ExportHead:
+        """The acting part of an exported graph (``rlgear export``): the model and its distribution."""
+        cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
+        return ActorCriticHead(
+            self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell
+        )
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""

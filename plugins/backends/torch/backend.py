@@ -14,6 +14,19 @@ from rlgear.plugins.backends.torch.device import torch_devices
 class TorchBackend(Backend):
     framework = "torch"
     description = "PyTorch (CPU or GPU): MLP catalog, Categorical/DiagGaussian, Adam/SGD/RMSprop"
+    export_formats = ("onnx", "torchscript")
+
+    def export_policy(self, policy: Any, plan: Any, fmt: str, path: Any, explore: bool) -> tuple[list, list]:
+        from rlgear.plugins.backends.torch import export
+
+        module, inputs = export.build(policy, plan, explore)
+        export.write(module, inputs, fmt, path)
+        return inputs, list(module.head.outputs)
+
+    def exported_player(self, path: Any, fmt: str, input_names: list[str], output_names: list[str]) -> Any:
+        from rlgear.plugins.backends.torch.export import TorchScriptPlayer
+
+        return TorchScriptPlayer(path, input_names, output_names)
 
     def setup(self, num_threads: int, seed: int | None) -> None:
         # One intra-op thread is fastest for the small networks RL uses, and it

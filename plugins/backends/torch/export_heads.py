@@ -1,0 +1,151 @@
+"""The acting part of an exported torch policy: from the flat model input to the named outputs.
+
+Why a module per policy kind: what "acting" means differs (a distribution's greedy action, a
+Q-network's argmax, a squashed actor rescaled to the bounds), and each policy class knows its
+own; :meth:`TorchActing.export_head` gives the actor-critic one and DQN and the off-policy
+actors override it. Every head is an ``nn.Module`` with ``forward(flat, mask, extras)``
+returning a tuple in the order of :attr:`ExportHead.outputs`, so
+:mod:`rlgear.plugins.backends.torch.export` can put the preprocessing in front of any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlgear.export.signature import (
+    TensorSpec,
+    action_output_specs,
+    recurrent_input_specs,
+    recurrent_output_specs,
+)
+from rlgear.spaces import Box, Dict, Discrete, MultiDiscrete, Space, Tuple, action_parts
+
+
+class ExportHead(nn.Module):
+    """Base of the heads: ``extra_inputs`` (after the observation's) and ``outputs`` describe it."""
+
+    extra_inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extra_inputs = []
+        self.outputs = []
+
+
+class ActionOutputs(nn.Module):
+    """Flat actions ``[B, D]`` (or ``[B]``) -> the action outputs as the env takes them: composite
+    actions split into their parts, bounded Box parts clipped (what the collector does)."""
+
+    def __init__(self, action_space: Space):
+        super().__init__()
+        self.composite = isinstance(action_space, Tuple | Dict)
+        self.parts = action_parts(action_space) if self.composite else [action_space]
+        for i, part in enumerate(self.parts):
+            if isinstance(part, Box) and part.bounded:
+                self.register_buffer(f"low_{i}", torch.as_tensor(part.low, dtype=torch.float32).reshape(-1))
+                self.register_buffer(f"high_{i}", torch.as_tensor(part.high, dtype=torch.float32).reshape(-1))
+
+    def _clipped(self, i: int, part: Space, values: torch.Tensor) -> torch.Tensor:
+        if isinstance(part, Box) and part.bounded:
+            values = torch.minimum(
+                torch.maximum(values, getattr(self, f"low_{i}")), getattr(self, f"high_{i}")
+            )
+        return values
+
+    def forward(self, actions: torch.Tensor) -> list[torch.Tensor]:
+        if not self.composite:
+            (part,) = self.parts
+            if isinstance(part, Discrete | MultiDiscrete):
+                return [actions.to(torch.int64)]
+            flat = self._clipped(0, part, actions.reshape(actions.shape[0], -1))
+            return [flat.reshape(actions.shape[0], *part.shape)]
+        out, offset = [], 0
+        for i, part in enumerate(self.parts):
+            width = (
+                1
+                if isinstance(part, Discrete)
+                else int(part.size if isinstance(part, Box) else len(part.nvec))
+            )
+            column = actions[:, offset : offset + width]
+            offset += width
+            if isinstance(part, Discrete):
+                out.append(torch.round(column[:, 0]).to(torch.int64))
+            elif isinstance(part, MultiDiscrete):
+                out.append(torch.round(column).to(torch.int64))
+            else:
+                out.append(self._clipped(i, part, column).reshape(actions.shape[0], *part.shape))
+        return out
+
+
+def distribution_output_specs(action_space: Space, num_inputs: int) -> list[TensorSpec]:
+    """The distribution's extras: what the action was drawn from."""
+    if isinstance(action_space, Discrete | MultiDiscrete):
+        return [TensorSpec("logits", "float32", (None, num_inputs), "the policy's logits (before masking)")]
+    if isinstance(action_space, Box):
+        size = action_space.size
+        specs = []
+        if action_space.bounded:
+            specs.append(TensorSpec("action_raw", "float32", (None, *action_space.shape), "before clipping"))
+        return [
+            *specs,
+            TensorSpec("mean", "float32", (None, size), "the Gaussian's means"),
+            TensorSpec("log_std", "float32", (None, size), "the Gaussian's log standard deviations"),
+        ]
+    return [
+        TensorSpec("action_flat", "float32", (None, None), "the action parts side by side, before clipping"),
+        TensorSpec("dist_inputs", "float32", (None, num_inputs), "each part's logits or means and log stds"),
+    ]
+
+
+class ActorCriticHead(ExportHead):
+    """A model ``(flat) -> (dist_inputs, values)`` (or the LSTM's with its state) and its distribution:
+    the action (greedy, or sampled with ``explore``), the distribution's inputs, the value and the
+    action's log-probability."""
+
+    def __init__(
+        self, model: nn.Module, dist_class: Any, action_space: Space, num_inputs: int, explore: bool,
+        recurrent: bool = False, cell_size: int = 0,
+    ):  # fmt: skip
+        super().__init__()
+        self.model = model
+        self.dist_class = dist_class
+        self.action_space = action_space
+        self.explore = explore
+        self.recurrent = recurrent
+        self.actions = ActionOutputs(action_space)
+        self.extra_inputs = recurrent_input_specs(action_space, cell_size) if recurrent else []
+        self.outputs = [
+            *action_output_specs(action_space),
+            *distribution_output_specs(action_space, num_inputs),
+            TensorSpec("value", "float32", (None,), "the value function's estimate"),
+            TensorSpec("action_logp", "float32", (None,), "log-probability of the action (before clipping)"),
+            *(recurrent_output_specs(cell_size) if recurrent else []),
+        ]
+
+    def forward(self, flat: torch.Tensor, mask: torch.Tensor | None, extras: list[torch.Tensor]) -> tuple:
+        state_out: list[torch.Tensor] = []
+        if self.recurrent:
+            h, c, prev_action, prev_reward = extras
+            resets = torch.zeros((flat.shape[0], 1), dtype=torch.bool)  # the step loop, not the fused kernel
+            dist_inputs, values, state_out = self.model(flat, [h, c], prev_action, prev_reward, 1, resets)
+        else:
+            dist_inputs, values = self.model(flat)
+        dist = self.dist_class(dist_inputs, mask)
+        raw = dist.sample() if self.explore else dist.deterministic_sample()
+        outputs = self.actions(raw)
+        space = self.action_space
+        if isinstance(space, Discrete | MultiDiscrete):
+            outputs.append(dist_inputs)
+        elif isinstance(space, Box):
+            if space.bounded:
+                outputs.append(raw.reshape(raw.shape[0], *space.shape))
+            mean, log_std = torch.chunk(dist_inputs, 2, dim=-1)
+            outputs += [mean, log_std]
+        else:
+            outputs += [raw, dist_inputs]
+        outputs += [values, dist.logp(raw), *state_out]
+        return tuple(outputs)
