@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -13,8 +14,10 @@ from torch.nn import functional as F
 from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.blocks.target_network import TargetNetworkState
+from rlgear.errors import RLGearError
 from rlgear.plugins.algorithms.dqn.rainbow import NoiseRngState, atom_support, resample_noise, zero_noise
 from rlgear.plugins.backends.torch import ConvEncoder, TargetModel, TorchPolicy, build_model, conv_encoder
+from rlgear.plugins.backends.torch.export_heads import QValueHead
 from rlgear.plugins.backends.torch.models import ACTIVATIONS, orthogonal_
 from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
@@ -181,6 +184,22 @@ def project_onto_support(
     return (closeness * next_probs[:, None, :]).sum(dim=-1)
 
 
+class _QValues(nn.Module):
+    """The flat input -> ``[B, actions]`` Q-values (C51: each return distribution's mean), for export."""
+
+    def __init__(self, model: nn.Module, support: torch.Tensor, num_atoms: int):
+        super().__init__()
+        self.model, self.num_atoms = model, num_atoms
+        self.register_buffer("support", support.detach().to("cpu").clone())
+
+    def forward(self, flat: torch.Tensor) -> torch.Tensor:
+        outputs = self.model(flat)[0]
+        if self.num_atoms == 1:
+            return outputs
+        logits = outputs.reshape(outputs.shape[0], -1, self.num_atoms)
+        return torch.softmax(logits, dim=-1) @ self.support
+
+
 class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
@@ -238,6 +257,19 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
         if self.num_atoms == 1:
             return outputs
         return torch.softmax(self.atom_logits(outputs), dim=-1) @ self.support
+
+    def export_head(self, explore: bool) -> QValueHead:
+        """The acting part of an exported graph: greedy on the Q-values, noisy layers at their mean
+        weights (on a copy: the live network keeps its noise)."""
+        if explore:
+            raise RLGearError(
+                "--explore: dqn explores epsilon-greedily on a schedule of env steps (or with the noise of "
+                "its noisy layers), which an exported graph does not carry: export without --explore"
+            )
+        model = copy.deepcopy(self.model)
+        if self.config.training.noisy:
+            zero_noise(model.noisy_layers())
+        return QValueHead(_QValues(model, self.support, self.num_atoms), self.action_space.n)
 
     def set_noise(self, explore: bool) -> None:
         """Noisy nets: fresh noise for acting (``explore``), none (the mean weights) for greedy acting."""

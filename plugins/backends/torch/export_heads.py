@@ -149,3 +149,58 @@ class ActorCriticHead(ExportHead):
             outputs += [raw, dist_inputs]
         outputs += [values, dist.logp(raw), *state_out]
         return tuple(outputs)
+
+
+class QValueHead(ExportHead):
+    """Greedy acting on Q-values (DQN): the best allowed action, and the Q-values themselves.
+
+    ``q_values`` maps the flat input to ``[B, actions]`` (C51: already each distribution's mean).
+    """
+
+    def __init__(self, q_values: nn.Module, num_actions: int):
+        super().__init__()
+        self.q_values = q_values
+        self.outputs = [
+            TensorSpec("action", "int64", (None,), "the action with the highest Q-value among the allowed"),
+            TensorSpec("q_values", "float32", (None, num_actions), "every action's Q-value (before masking)"),
+        ]
+
+    def forward(self, flat: torch.Tensor, mask: torch.Tensor | None, extras: list[torch.Tensor]) -> tuple:
+        q = self.q_values(flat)
+        chooser = q if mask is None else q.masked_fill(~mask, float("-inf"))
+        return torch.argmax(chooser, dim=-1), q
+
+
+class SquashedActorHead(ExportHead):
+    """A tanh-squashed actor (SAC, TD3, DDPG): ``low + (tanh(u) + 1) (high - low) / 2``, with ``u`` the
+    mean (greedy) or, for a Gaussian actor with ``explore``, a sample with log std clipped to
+    ``[log_std_min, log_std_max]`` (what :class:`rlgear.blocks.squashed_inference.NumpyTanhActor` does)."""
+
+    def __init__(
+        self, actor: nn.Module, action_space: Box, gaussian: bool, explore: bool,
+        log_std_min: float, log_std_max: float,
+    ):  # fmt: skip
+        super().__init__()
+        self.actor = actor
+        self.num_actions = action_space.size
+        self.gaussian, self.explore = gaussian, explore
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+        low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(-1)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32).reshape(-1)
+        self.register_buffer("low", low)
+        self.register_buffer("half_range", (high - low) / 2)
+        self.shape = action_space.shape
+        self.outputs = [
+            TensorSpec("action", "float32", (None, *action_space.shape), "within the Box bounds"),
+            TensorSpec("mean", "float32", (None, self.num_actions), "the actor's output before tanh"),
+        ]
+
+    def forward(self, flat: torch.Tensor, mask: torch.Tensor | None, extras: list[torch.Tensor]) -> tuple:
+        out = self.actor(flat)
+        mean = out[:, : self.num_actions]
+        u = mean
+        if self.explore and self.gaussian:
+            log_std = torch.clamp(out[:, self.num_actions :], self.log_std_min, self.log_std_max)
+            u = mean + torch.exp(log_std) * torch.randn_like(mean)
+        action = self.low + (torch.tanh(u) + 1.0) * self.half_range
+        return action.reshape(flat.shape[0], *self.shape), mean

@@ -33,7 +33,9 @@ import torch
 from torch import nn
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
-from rlgear.blocks.squashed_inference import NumpyTanhActor
+from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN, NumpyTanhActor
+from rlgear.errors import RLGearError
+from rlgear.plugins.backends.torch.export_heads import SquashedActorHead
 from rlgear.plugins.backends.torch.learning import clip_gradients
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
 from rlgear.plugins.backends.torch.policy import TorchPolicy
@@ -249,6 +251,19 @@ class OffPolicyTorchPolicy(TorchPolicy):
                 squashed = self.exploration(squashed, timestep)
         actions = self.action_low + (squashed + 1.0) * self.action_half_range
         return actions.astype(np.float32, copy=False), state, {}
+
+    def export_head(self, explore: bool) -> SquashedActorHead:
+        """The acting part of an exported graph: the actor, squashed and rescaled to the bounds. Only a
+        Gaussian actor (SAC) samples; TD3's and DDPG's exploration noise is the trainer's, not the
+        actor's, so their ``--explore`` is refused."""
+        if explore and not self.gaussian_actor:
+            raise RLGearError(
+                f"--explore: {self.config.algorithm}'s exploration noise is added outside its actor "
+                "(training.exploration_noise), so an exported graph cannot carry it: export without --explore"
+            )
+        return SquashedActorHead(
+            self.model.actor, self.action_space, self.gaussian_actor, explore, LOG_STD_MIN, LOG_STD_MAX
+        )
 
     def flat_observations(self, observations: Any) -> np.ndarray:
         return self.preprocess(observations).numpy()  # preprocess makes CPU tensors
