@@ -140,7 +140,9 @@ class TorchScriptPlayer:
     """Runs a TorchScript export on numpy inputs (for ``rlgear export --check`` and parity tests)."""
 
     def __init__(self, path: str | Path, input_names: list[str], output_names: list[str]):
-        self.module = torch.jit.load(str(path), map_location="cpu")
+        with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; the user chose the format
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.module = torch.jit.load(str(path), map_location="cpu")
         self.input_names, self.output_names = input_names, output_names
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
