@@ -26,6 +26,7 @@ import rlgear
 from rlgear.errors import RLGearError
 from rlgear.export import check, export, player, random_observations
 from rlgear.export.checking import exported_actions, feeds_for
+from rlgear.policy import flatten_observations
 from rlgear.run import agent
 from rlgear.timestep import StepType, TimeStep
 
@@ -72,6 +73,11 @@ KINDS = {
         "algorithm": "dqn", "env": "tests.spaces_envs:MaskedChoiceEnv", "steps": 200,
         "training": {**TINY_REPLAY, "noisy": True, "dueling": True, "num_atoms": 11},
     },
+    "es": {"algorithm": "es", "env": "CartPole-v1", "training": {"num_perturbations": 2, "report_episodes": 1}},
+    "ars-box-filter": {
+        "algorithm": "ars", "env": "Pendulum-v1", "training": {"num_perturbations": 2, "report_episodes": 1},
+        "model": {"observation_filter": "mean_std"},
+    },
     "sac": {"algorithm": "sac", "env": "Pendulum-v1", "training": TINY_REPLAY, "steps": 200},
     "td3": {"algorithm": "td3", "env": "Pendulum-v1", "training": TINY_REPLAY, "steps": 200},
 }  # fmt: skip
@@ -114,6 +120,15 @@ def reference(loaded, observations) -> dict[str, np.ndarray]:
     flat = loaded.preprocessor.transform(observations)
     if loaded.obs_filter is not None:
         flat = loaded.obs_filter.apply(flat)
+    if getattr(policy, "framework_free", False):  # ES/ARS: the numpy MLP's output layer
+        weights = policy.get_weights()
+        names = policy.layout.names
+        out = flatten_observations(policy.observation_space, flat)
+        for i in range(len(names) // 2):
+            out = out @ weights[names[2 * i]] + weights[names[2 * i + 1]]
+            if i < len(names) // 2 - 1:
+                out = policy.activation(out)
+        return {"output": out}
     with torch.no_grad():
         x = policy.preprocess(flat)
         name = type(policy).__name__
@@ -165,7 +180,9 @@ def test_an_export_acts_as_rlgear_on_a_thousand_observations(checkpoints, tmp_pa
     outputs = player(result.path)(feeds)
     assert [spec["name"] for spec in sidecar["outputs"]] == list(outputs)
     ours = reference(loaded, observations)
-    if "q_values" in ours:
+    if "output" in ours:
+        np.testing.assert_allclose(outputs.get("logits", outputs.get("output")), ours["output"], atol=1e-5, rtol=0)
+    elif "q_values" in ours:
         np.testing.assert_allclose(outputs["q_values"], ours["q_values"], atol=1e-5, rtol=0)
     elif "mean" in ours and "dist_inputs" not in ours:
         np.testing.assert_allclose(outputs["mean"], ours["mean"], atol=1e-5, rtol=0)
@@ -268,7 +285,7 @@ def test_the_command_writes_the_file_and_its_sidecar_and_checks_it(checkpoints, 
     [
         "dqn-explore",
         "td3-explore",
-        "framework-free-es",
+        "es-explore",
         "missing-checkpoint",
         "out-under-a-file",
         "bad-format",
@@ -283,15 +300,8 @@ def test_bad_requests_are_one_line_errors_and_leave_nothing_behind(checkpoints, 
             [str(checkpoints("td3")), "--format", "onnx", "--explore"],
             "--explore: td3's exploration",
         )
-    elif case == "framework-free-es":
-        es = tmp_path / "es"
-        rlgear.train({
-            "algorithm": "es", "seed": 0, "env": {"name": "CartPole-v1"}, "stop": {"training_iteration": 1},
-            "training": {"num_perturbations": 2, "report_episodes": 1}, "model": {"hidden_sizes": [4]},
-            "logging": {"dir": str(es), "tensorboard": False, "progress": "none"},
-        })  # fmt: skip
-        args = [str(next(es.iterdir())), "--format", "onnx"]
-        expected = "--format onnx: algorithm 'es' has a framework-free policy"
+    elif case == "es-explore":
+        args, expected = [str(checkpoints("es")), "--format", "onnx", "--explore"], "--explore: es's policy acts"
     elif case == "missing-checkpoint":
         args, expected = [str(tmp_path / "nope"), "--format", "onnx"], "no such checkpoint or run folder"
     elif case == "out-under-a-file":

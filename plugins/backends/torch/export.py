@@ -26,7 +26,7 @@ from torch import nn
 
 from rlgear.errors import RLGearError
 from rlgear.export.signature import ObservationPlan, TensorSpec
-from rlgear.plugins.backends.torch.export_heads import ExportHead
+from rlgear.plugins.backends.torch.export_heads import ExportHead, LayerStackHead
 
 
 class ObservationInput(nn.Module):
@@ -92,7 +92,15 @@ def example_inputs(specs: list[TensorSpec], batch: int = 2) -> tuple[torch.Tenso
 
 def build(policy: Any, plan: ObservationPlan, explore: bool) -> tuple[ExportedPolicy, list[TensorSpec]]:
     """The graph of ``policy`` (on the CPU, in eval mode) and its input specs."""
-    head = policy.export_head(explore)
+    if getattr(policy, "framework_free", False):  # ES, ARS: their numpy MLP, rebuilt in torch
+        if explore:
+            raise RLGearError(
+                f"--explore: {policy.config.algorithm}'s policy acts deterministically (its exploration is "
+                "the trainer's parameter noise): export without --explore"
+            )
+        head: ExportHead = LayerStackHead(policy.get_weights(), policy.config.model.activation, policy.action_space)
+    else:
+        head = policy.export_head(explore)
     # A copy: the live policy keeps its device and training state (a server exports while it learns).
     module = copy.deepcopy(ExportedPolicy(plan, head)).to("cpu").eval()
     inputs = [leaf.spec for leaf in plan.leaves] + list(head.extra_inputs)
