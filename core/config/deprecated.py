@@ -30,8 +30,13 @@ def rename_keys(
     fail: Callable[[str, str], ConfigError],
     origins: dict[str, str] | None = None,
     warn: bool = True,
+    own: Mapping[str, Any] | None = None,
 ) -> None:
     """Move every renamed key of ``raw`` (a whole config mapping) to its new name, in place.
+
+    ``own`` (section -> its config class's field names) keeps a key the section's own class
+    defines under the old name (ES's ``training.adam_epsilon`` is its own key, not the
+    gradient algorithms' renamed one): without it an ES checkpoint's config could not be read back.
 
     ``origins`` (``--set`` texts by key path) follow the key, so a later error in
     its value still blames the ``--set`` that gave it. Warns once per old key
@@ -43,7 +48,7 @@ def rename_keys(
             continue
         mapping = dict(mapping)
         for old, new in renames.items():
-            if old not in mapping:
+            if old not in mapping or old in (own or {}).get(section, ()):
                 continue
             if new in mapping:
                 raise fail(
