@@ -395,3 +395,34 @@ def test_the_0_1_names_of_the_numpy_twin_still_resolve_with_a_warning():
         assert rlgear.inference.NumpyActorCritic is twin.NumpyActorCritic
     with pytest.raises(AttributeError):
         rlgear.inference.no_such_name  # noqa: B018
+
+
+def test_a_multi_agent_checkpoint_acts_per_policy_with_its_own_model(tmp_path):
+    from tests.test_multi_agent import independent, ma_config
+
+    policies = {"pa": {}, "pb": {"model": {"activation": "relu", "vf_share_layers": True}}}
+    raw = ma_config(multiagent=independent(policies=policies))
+    raw["logging"] = {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"}
+    trainer = registry.load_algorithm("ppo")(config_mod.resolve(raw), logdir=tmp_path / "run")
+    try:
+        rng = np.random.default_rng(1)
+        for policy in trainer.policy_map.values():
+            weights = policy.get_weights()
+            policy.set_weights(
+                {k: v + rng.normal(0, 0.3, v.shape).astype(v.dtype) for k, v in weights.items()}
+            )
+        path = trainer.save()
+    finally:
+        trainer.stop()
+    with pytest.raises(rlgear.errors.CheckpointError, match=r"holds 2 policies \(pa, pb\); say which one"):
+        rlgear.inference.load(path)
+    for pid in ("pa", "pb"):
+        runtime, framework = rlgear.inference.load(path, pid), rlgear.load(path, FRAMEWORK, pid)
+        assert runtime.policy.net.shared == (pid == "pb")
+        obs = sample(runtime.observation_space, np.random.default_rng(0), N)
+        np.testing.assert_allclose(
+            runtime.policy.action_distribution_inputs(obs),
+            framework.policy.action_distribution_inputs(obs),
+            **TOL,
+        )
+        np.testing.assert_array_equal(runtime.compute_actions(obs), framework.compute_actions(obs))
