@@ -94,7 +94,7 @@ class Message:
 
     header: dict[str, Any]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    nbytes: int = 0  # the frame's length (frame_length + 4), set by FrameDecoder
+    nbytes: int = 0  # the frame's frame_length (bytes after the length prefix), set by FrameDecoder
 
     @property
     def type(self) -> str:
@@ -252,7 +252,7 @@ class FrameDecoder:
             if len(buf) - start - 4 < length:
                 break
             message = decode_body(memoryview(buf)[start + 4 : start + 4 + length])
-            message.nbytes = 4 + length
+            message.nbytes = length
             out.append(message)
             start += 4 + length
         if start:

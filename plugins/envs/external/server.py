@@ -231,6 +231,7 @@ class PolicyServer:
                 conn.backlog_since += paused
             conn.expect_by += paused
             conn.last_activity += paused
+            conn.opened += paused  # the handshake deadline
 
     # --- admission: the connection budget ----------------------------------------------
     def _accept(self) -> None:
