@@ -583,6 +583,12 @@ class PolicyServer:
                 ErrorCode.OUT_OF_ORDER,
                 "'experience' from a client that acts on the server (hello inference \"server\")",
             )
+        if msg.nbytes > self.settings.max_upload_bytes:
+            raise WireError(
+                ErrorCode.TOO_LARGE,
+                f"an 'experience' frame of {msg.nbytes} bytes exceeds env.kwargs.max_upload_bytes "
+                f"{self.settings.max_upload_bytes}",
+            )
         if conn.policy_sent is None:
             raise WireError(ErrorCode.OUT_OF_ORDER, "'experience' before any 'get_policy' on this connection")
         upload = self.check_upload(msg, conn.upload_in_episode)
