@@ -13,7 +13,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -41,6 +41,21 @@ class EnvInterrupted(RLGearError):
     """An env stopped waiting for input because the run was asked to stop."""
 
 
+class PolicyExport(Protocol):
+    """The acting policy as a file a client can run: what a rollout worker hands an env that asks.
+
+    Why: an external client may act on its own copy of the policy (docs/protocol.md section 10),
+    but an env adapter never owns the policy; the run gives it this instead
+    (:class:`rlgear.export.live.LivePolicyExport`).
+    """
+
+    def version(self) -> int:
+        """The acting policy's weights version now (cheap: no export)."""
+
+    def export(self) -> tuple[int, bytes, dict[str, Any]]:
+        """``(weights version, ONNX bytes, sidecar)`` of the policy now (seconds; cache it per version)."""
+
+
 class VectorEnv(ABC):
     """``num_envs`` environments stepped together.
 
@@ -58,6 +73,15 @@ class VectorEnv(ABC):
     num_envs: int
     observation_space: Space
     action_space: Space
+    #: True for an env whose TimeSteps may carry ``taken`` (actions chosen outside the run, see
+    #: :class:`~rlgear.timestep.TakenActions`): the sampler then records them. Off by default.
+    takes_actions: ClassVar[bool] = False
+    #: True for an env that wants the acting policy as a file (:meth:`set_policy_export`).
+    wants_policy_export: ClassVar[bool] = False
+
+    def set_policy_export(self, export: PolicyExport) -> None:
+        """Receive the acting policy's exporter (called once, before sampling, when
+        :attr:`wants_policy_export` is True; the default ignores it)."""
 
     @abstractmethod
     def reset(self, seed: int | None = None) -> TimeStep:

@@ -25,6 +25,22 @@ from typing import Any
 import numpy as np
 
 
+@dataclass
+class TakenActions:
+    """Rows of a TimeStep whose action was already taken, reported by the env (off by default).
+
+    Why: an external client may act on its own copy of the policy (ONNX, docs/protocol.md section
+    10) and send its steps afterwards; the env replays them, and the sampler records the action the
+    client took, and the log-probability the client's policy gave it, instead of its own. Only an
+    env whose class sets ``VectorEnv.takes_actions`` emits this; every other env leaves
+    ``TimeStep.taken`` None and sampling costs nothing more.
+    """
+
+    rows: np.ndarray  # bool [B]: True where the action was taken already
+    actions: np.ndarray  # [B, *action_shape]: what the learner trains on (the unclipped sample)
+    action_logp: np.ndarray  # float32 [B]: its log-probability under the policy that chose it
+
+
 class StepType(IntEnum):
     FIRST = 0
     MID = 1
@@ -52,6 +68,8 @@ class TimeStep:
     #: actions allowed at this step, from the ``action_mask`` key of a Dict observation. Set by
     #: the evaluator's preprocessing (``rlgear.preprocessing``), never by env adapters.
     action_mask: np.ndarray | None = None
+    #: Rows whose action the env reports as already taken (:class:`TakenActions`), or None.
+    taken: TakenActions | None = None
 
     @property
     def num_envs(self) -> int:

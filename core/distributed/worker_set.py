@@ -70,6 +70,10 @@ class WorkerSet:
             check_spaces=check_spaces,
             policy_factory=None if learner is None else learner.add_policy,
         )
+        if getattr(self.local_worker.env, "wants_policy_export", False):  # clients acting locally
+            from rlgear.export.live import LivePolicyExport
+
+            self.local_worker.env.set_policy_export(LivePolicyExport(self.local_worker))
         self._slots: dict[int, Any] = {}
         #: Remote workers replaced so far (shown as ``num_worker_restarts`` in results).
         self.num_restarts = 0

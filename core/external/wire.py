@@ -28,7 +28,10 @@ import numpy as np
 
 from rlgear.errors import RLGearError
 
-PROTOCOL_VERSION = 1
+#: The newest protocol version; a server speaks every version of :data:`PROTOCOL_VERSIONS`.
+#: Version 2 adds clients that act locally (docs/protocol.md section 10); version 1 is unchanged.
+PROTOCOL_VERSION = 2
+PROTOCOL_VERSIONS = (1, 2)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
@@ -63,6 +66,7 @@ class ErrorCode(IntEnum):
     RATE_LIMITED = 12  # more messages per second than the server allows
     TIMEOUT = 13  # handshake or a mid-episode step took longer than the server waits
     SHUTTING_DOWN = 14  # the server is stopping
+    NO_POLICY = 15  # (v2) the server cannot give its policy to a client that acts locally
 
 
 class WireError(RLGearError):
@@ -90,6 +94,7 @@ class Message:
 
     header: dict[str, Any]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    nbytes: int = 0  # the frame's frame_length (bytes after the length prefix), set by FrameDecoder
 
     @property
     def type(self) -> str:
@@ -246,7 +251,9 @@ class FrameDecoder:
                 )
             if len(buf) - start - 4 < length:
                 break
-            out.append(decode_body(memoryview(buf)[start + 4 : start + 4 + length]))
+            message = decode_body(memoryview(buf)[start + 4 : start + 4 + length])
+            message.nbytes = length
+            out.append(message)
             start += 4 + length
         if start:
             del buf[:start]

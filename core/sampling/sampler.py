@@ -39,6 +39,9 @@ from rlgear.timestep import StepType, TimeStep
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 _NOT_RUNNING = object()  # _running's default: no episode start seen in that slot
+#: The column recording, per row, the behaviour log-probability of an action the env reports as
+#: taken already (NaN where the policy acted); merged into ``action_logp`` once the policy filled it.
+TAKEN_LOGP = "_taken_action_logp"
 
 
 class Sampler:
@@ -72,6 +75,9 @@ class Sampler:
         #: length, its episode id the env's, its rows are never inactive (fast paths below).
         self.single_agent = isinstance(env, OneAgentEnv)
         self.bootstrap_row = self.single_agent
+        #: The env may report actions as taken already (``VectorEnv.takes_actions``; single-agent
+        #: envs only): they are recorded instead of the policy's (:func:`_with_taken`).
+        self.takes_actions = self.single_agent and bool(getattr(env.env, "takes_actions", False))
         agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.streams = {
             pid: PolicyStream(collectors[pid], AgentSlots(agents, self.num_envs, agent_index))
@@ -253,6 +259,8 @@ class Sampler:
                 actions, extras = collector.act(ts, explore=explore, advance_state=advance_state)
             else:
                 actions, extras = self._act_on_active(stream, explore, advance_state)
+            if self.takes_actions:
+                actions, extras = _with_taken(ts, actions, extras)
             if record:  # a single-agent env's rows are all active
                 rows[pid] = (
                     self._row(stream, ts, active, actions, extras),
@@ -406,6 +414,7 @@ class Sampler:
         ended (into ``out``); returns the agent steps they hold."""
         collector = stream.collector
         collector.policy.finish_fragment(row)  # now: the weights may change before the episode ends
+        _merge_taken_logp(row)
         step_types = row[SampleBatch.STEP_TYPES]
         steps = 0
         for slot in range(len(step_types)) if active is None else np.flatnonzero(active):
@@ -437,6 +446,7 @@ class Sampler:
         n = stream.n
         table = {key: values[:n] if n < values.shape[0] else values for key, values in stream.buffers.items()}
         stream.collector.policy.finish_fragment(table)  # the columns the policy left out while acting
+        _merge_taken_logp(table)
         active = stream.active[:n]
         invalid = stream.valid[:n] if stream.valid is not None else None
         if stream.has_carry.any():
@@ -519,6 +529,34 @@ class Sampler:
         if collector.policy.recurrent and not getattr(self.postprocess_fn, "makes_own_sequences", False):
             rows_out = chop_into_sequences(rows_out, collector.policy.max_seq_len)
         return rows_out
+
+
+def _with_taken(
+    ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The actions to record where the env reports some as taken already (``ts.taken``), and the
+    :data:`TAKEN_LOGP` column (NaN where the policy's own action stands). Value predictions stay the
+    policy's: postprocessing (GAE) bootstraps from the learner's values, whoever acted."""
+    logp = np.full(len(ts.step_type), np.nan, dtype=np.float32)
+    taken = ts.taken
+    if taken is not None and np.count_nonzero(taken.rows):
+        rows = taken.rows
+        actions = np.array(actions, copy=True)
+        actions[rows] = np.asarray(taken.actions)[rows].astype(actions.dtype, copy=False)
+        logp[rows] = taken.action_logp[rows]
+    return actions, {**extras, TAKEN_LOGP: logp}
+
+
+def _merge_taken_logp(columns: dict[str, np.ndarray]) -> None:
+    """``action_logp`` of the taken rows becomes the one their actor reported (the behaviour policy's,
+    which importance ratios need), once the policy has filled the column for its own rows."""
+    taken = columns.pop(TAKEN_LOGP, None)
+    if taken is None or SampleBatch.ACTION_LOGP not in columns:
+        return
+    where = ~np.isnan(taken)
+    if np.count_nonzero(where):
+        own = columns[SampleBatch.ACTION_LOGP]
+        columns[SampleBatch.ACTION_LOGP] = np.where(where, taken, own).astype(own.dtype, copy=False)
 
 
 __all__ = ["OneAgentEnv", "Sampler", "check_policy_spaces", "drop_invalid_rows"]

@@ -29,8 +29,7 @@ import numpy as np
 
 from rlgear.errors import ConfigError
 from rlgear.external.wire import (
-    FLOAT32_MAX,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS,
     ErrorCode,
     FrameDecoder,
     Message,
@@ -40,9 +39,11 @@ from rlgear.external.wire import (
     encode,
     error_frame,
 )
-from rlgear.spaces import Box, Discrete
 
+from .checks import ObservationCheck
+from .policy_versions import PolicyVersions
 from .settings import ServerSettings, rss_mb
+from .upload import START, STEP, TERMINATED, Upload, UploadCheck
 
 _MAX_OUTBOX = 8 << 20  # a client that stops reading is dropped once this much waits for it
 _CLOSING_LINGER_S = 1.0  # keep reading a failed client this long so it gets its error frame
@@ -90,13 +91,18 @@ class RateLimitedLog:
 
 @dataclass
 class Request:
-    """A start or step message waiting for the next env step."""
+    """A start or step message waiting for the next env step, or a row of an upload to replay."""
 
-    kind: str  # "start" | "step"
+    kind: str  # "start" | "step" | "abort" (an uploaded episode dropped: its replayed rows are discarded)
     observation: np.ndarray
     reward: float = 0.0
     terminated: bool = False
     truncated: bool = False
+    # uploaded rows (protocol 2) where the client acted: the action as the env took it, what the
+    # learner trains on (action_raw where sent) and its log-probability; None for version 1
+    action: np.ndarray | None = None
+    trained: np.ndarray | None = None
+    logp: float = 0.0
 
 
 @dataclass
@@ -125,6 +131,18 @@ class Connection:
     episodes: int = 0
     steps: int = 0
     episode_return: float = 0.0
+    # --- protocol 2, a client that acts locally (docs/protocol.md section 10) ---
+    protocol: int = 1
+    local: bool = False  # hello said inference "client": it uploads experience, never start/step
+    replay: collections.deque[Request] = field(default_factory=collections.deque)  # rows to emit
+    ack_after: int | None = None  # the pending experience reply goes out once this many rows were taken
+    ack: dict[str, Any] = field(default_factory=dict)  # ... with these fields
+    policy_sent: int | None = None  # the latest policy version sent to this client
+    upload_in_episode: bool = False  # the client's episode runs (its view, from its uploads)
+    upload_live: bool = False  # ... and its rows are trained on (not dropped as stale)
+    outbox_allowance: int = 0  # bytes of a policy frame allowed beyond _MAX_OUTBOX
+    experience_steps: int = 0  # uploaded rows queued for training
+    experience_dropped: int = 0  # uploaded rows dropped (stale policy, or their episode was)
 
 
 class PolicyServer:
@@ -148,13 +166,14 @@ class PolicyServer:
         self.conns: dict[int, Connection] = {}
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
         self.refusals = RateLimitedLog()
-        low, high = (
-            (np.asarray(self.obs_space.low), np.asarray(self.obs_space.high))
-            if isinstance(self.obs_space, Box)
-            else (None, None)
-        )
-        self._bounds = (low, high) if settings.check_bounds and low is not None else None
-        self._obs_limit = _magnitude_limit(settings.max_abs_observation, self.obs_dtype)
+        self.check_observation = ObservationCheck(settings)
+        self.check_upload = UploadCheck(settings, self.check_observation)
+        #: The acting policy's versions (set by the env once the run hands it the policy export);
+        #: None: clients that act locally are refused (NO_POLICY).
+        self.versions: PolicyVersions | None = None
+        self.experience_total = 0
+        self.experience_dropped_total = 0
+        self.policies_sent = 0
         self.episodes_total = 0
         self.dropped_total = 0
         self.selector = selectors.DefaultSelector()
@@ -174,7 +193,6 @@ class PolicyServer:
         self.address: tuple[str, int] = self.listener.getsockname()[:2]
         self._polled_at = time.monotonic()
         self._welcome_fields = {
-            "protocol": PROTOCOL_VERSION,
             "observation_space": self.obs_space.to_json(),
             "action_space": settings.action_space.to_json(),
             "max_message_bytes": settings.max_message_bytes,
@@ -202,11 +220,18 @@ class PolicyServer:
     def _forgive_pause(self, paused: float) -> None:
         """Nobody read while the learner trained: that time counts against no frame deadline or backlog."""
         if paused > _PAUSE_S:
-            for conn in self.conns.values():
-                if conn.frame_deadline is not None:
-                    conn.frame_deadline += paused
-                if conn.backlog_since is not None:
-                    conn.backlog_since += paused
+            self._forgive(paused)
+
+    def _forgive(self, paused: float) -> None:
+        """Shift every client's deadlines by ``paused`` seconds the server spent not reading."""
+        for conn in self.conns.values():
+            if conn.frame_deadline is not None:
+                conn.frame_deadline += paused
+            if conn.backlog_since is not None:
+                conn.backlog_since += paused
+            conn.expect_by += paused
+            conn.last_activity += paused
+            conn.opened += paused  # the handshake deadline
 
     # --- admission: the connection budget ----------------------------------------------
     def _accept(self) -> None:
@@ -400,6 +425,7 @@ class PolicyServer:
             elif (
                 conn.state == "ready"
                 and not (conn.in_episode or conn.in_reply or conn.request is not None)
+                and not (conn.replay or conn.ack_after is not None)
                 and now - conn.last_activity > idle_timeout
             ):
                 self.fail(
@@ -427,6 +453,25 @@ class PolicyServer:
             if kind != "hello":
                 raise WireError(ErrorCode.OUT_OF_ORDER, f"expected hello first, got '{kind}'")
             self._hello(conn, msg)
+            return
+        if msg.nbytes > self.settings.max_message_bytes and kind != "experience":
+            raise WireError(
+                ErrorCode.TOO_LARGE,
+                f"a '{kind[:64]}' frame of {msg.nbytes} bytes exceeds max_message_bytes "
+                f"{self.settings.max_message_bytes} (only 'experience' may be up to max_upload_bytes)",
+            )
+        if kind in ("start", "step") and conn.local:
+            raise WireError(
+                ErrorCode.OUT_OF_ORDER,
+                f"'{kind}' from a client that acts locally (hello inference 'client'): send 'experience'",
+            )
+        if kind in ("get_policy", "experience") and conn.protocol >= 2:
+            if conn.ack_after is not None:
+                raise WireError(ErrorCode.OUT_OF_ORDER, f"'{kind}' sent before the previous reply arrived")
+            if kind == "get_policy":
+                self._get_policy(conn)
+            else:
+                self._experience(conn, msg)
         elif kind in ("start", "step"):
             if conn.request is not None or conn.in_reply:
                 raise WireError(ErrorCode.OUT_OF_ORDER, f"'{kind}' sent before the previous reply arrived")
@@ -454,10 +499,16 @@ class PolicyServer:
 
     def _hello(self, conn: Connection, msg: Message) -> None:
         version = msg.header.get("protocol")
-        if type(version) is not int or version != PROTOCOL_VERSION:  # not 1.0, not true
+        if type(version) is not int or version not in PROTOCOL_VERSIONS:  # not 1.0, not true
             raise WireError(
                 ErrorCode.UNSUPPORTED_PROTOCOL,
-                f"server speaks protocol {PROTOCOL_VERSION} (the integer), client asked {version!r}",
+                f"server speaks protocols {', '.join(map(str, PROTOCOL_VERSIONS))} (the integer), "
+                f"client asked {version!r}",
+            )
+        inference = msg.header.get("inference", "server") if version >= 2 else "server"
+        if inference not in ("server", "client"):
+            raise WireError(
+                ErrorCode.BAD_MESSAGE, f'\'inference\' must be "server" or "client", got {inference!r}'[:200]
             )
         token = msg.header.get("token")
         if token is not None and not isinstance(token, str):
@@ -474,43 +525,152 @@ class PolicyServer:
         slot = min(free, key=lambda i: self.reserved[i], default=None)  # unreserved slots first
         if slot is None:
             raise WireError(ErrorCode.SERVER_FULL, f"all {self.num_slots} env slots are taken")
+        welcome = {"protocol": version, **self._welcome_fields, "slot": slot}
+        if version >= 2:
+            welcome["inference"] = inference
+        if inference == "client":
+            if self.versions is None:
+                raise WireError(
+                    ErrorCode.NO_POLICY,
+                    'this server has no policy to give (it runs outside a training run); use inference "server"',
+                )
+            conn.local = True
+            conn.decoder.max_message_bytes = max(
+                self.settings.max_message_bytes, self.settings.max_upload_bytes
+            )
+            welcome.update(
+                policy_version=self.versions.current(),
+                max_upload_steps=self.settings.max_upload_steps,
+                max_upload_bytes=self.settings.max_upload_bytes,
+                max_policy_lag=self.settings.max_policy_lag,
+            )
+        conn.protocol = version
         conn.slot = slot
         self.slot_conn[slot] = conn
         conn.state = "ready"
         conn.expect_by = time.monotonic() + self.settings.start_grace_s
-        self.send(conn, encode("welcome", {**self._welcome_fields, "slot": slot}))
+        self.send(conn, encode("welcome", welcome))
+
+    # --- protocol 2: clients that act locally ---------------------------------------
+    def _get_policy(self, conn: Connection) -> None:
+        """The current policy as ONNX; a client that has it already gets the version alone.
+
+        Why once per version and connection: a model can be megabytes, and a client asking again
+        and again must not make the server copy it again and again.
+        """
+        if self.versions is None:
+            raise WireError(
+                ErrorCode.NO_POLICY, "this server has no policy to give (it runs outside a training run)"
+            )
+        version = self.versions.current()
+        if conn.policy_sent == version:
+            self.send(conn, encode("policy", {"policy_version": version, "unchanged": True}))
+            return
+        version, frame = self.versions.frame()
+        self._forgive(self.versions.export_seconds)  # an export is time nobody read, as training is
+        conn.policy_sent = version
+        self.policies_sent += 1
+        conn.outbox_allowance = len(frame)
+        self.send(conn, frame)
+        if not conn.outbox:
+            conn.outbox_allowance = 0
+
+    def _experience(self, conn: Connection, msg: Message) -> None:
+        """Queue an upload's rows for replay in the client's slot (or drop them as stale); the reply
+        goes out once the rows of the client's earlier uploads have been taken (``ack_after``)."""
+        if not conn.local:
+            raise WireError(
+                ErrorCode.OUT_OF_ORDER,
+                "'experience' from a client that acts on the server (hello inference \"server\")",
+            )
+        if msg.nbytes > self.settings.max_upload_bytes:
+            raise WireError(
+                ErrorCode.TOO_LARGE,
+                f"an 'experience' frame of {msg.nbytes} bytes exceeds env.kwargs.max_upload_bytes "
+                f"{self.settings.max_upload_bytes}",
+            )
+        if conn.policy_sent is None:
+            raise WireError(ErrorCode.OUT_OF_ORDER, "'experience' before any 'get_policy' on this connection")
+        upload = self.check_upload(msg, conn.upload_in_episode)
+        if upload.policy_version > conn.policy_sent:
+            raise WireError(
+                ErrorCode.BAD_MESSAGE,
+                f"'policy_version' {upload.policy_version} is newer than the latest sent to this client "
+                f"({conn.policy_sent})",
+            )
+        current = self.versions.current() if self.versions is not None else 0
+        stale = current - upload.policy_version > self.settings.max_policy_lag
+        accepted = self._queue(conn, upload, stale)
+        dropped = len(upload) - accepted
+        conn.experience_steps += accepted
+        conn.experience_dropped += dropped
+        self.experience_total += accepted
+        self.experience_dropped_total += dropped
+        reason = "stale_policy" if stale else ("episode_dropped" if dropped else None)
+        conn.ack = {"accepted": accepted, "dropped": dropped, "reason": reason}
+        conn.ack_after = len(conn.replay) - accepted  # rows queued before this upload's
+        self._ack_if_due(conn)
+
+    def _queue(self, conn: Connection, upload: Upload, stale: bool) -> int:
+        """Append the upload's trainable rows to ``conn.replay``; the number queued.
+
+        A stale upload queues nothing; where it continues an episode whose rows were queued, an
+        ``abort`` row discards them (as a disconnect does), and the rest of that episode, in later
+        uploads too, is dropped: training never sees an episode with a hole in it.
+        """
+        queued = 0
+        kinds = upload.step_type.tolist()
+        for i, kind in enumerate(kinds):
+            if kind == START:
+                conn.upload_live = not stale
+            elif conn.upload_live and stale:
+                conn.replay.append(Request("abort", upload.observation[i]))
+                conn.upload_live = False
+            conn.upload_in_episode = kind <= STEP
+            if not conn.upload_live:
+                continue
+            obs = upload.observation[i]
+            if kind <= STEP:
+                request = Request(
+                    "start" if kind == START else "step",
+                    obs,
+                    float(upload.reward[i]),
+                    action=upload.action[i],
+                    trained=upload.trained[i],
+                    logp=float(upload.action_logp[i]),
+                )
+            else:
+                request = Request(
+                    "step", obs, float(upload.reward[i]), kind == TERMINATED, kind != TERMINATED
+                )
+            conn.replay.append(request)
+            queued += 1
+            if kind > STEP:
+                conn.upload_live = False
+        return queued
+
+    def take_row(self, conn: Connection) -> Request | None:
+        """The next uploaded row to emit in the client's slot (the env calls this while gathering)."""
+        if not conn.replay:
+            return None
+        row = conn.replay.popleft()
+        if conn.ack_after is not None:
+            conn.ack_after -= 1
+            self._ack_if_due(conn)
+        return row
+
+    def _ack_if_due(self, conn: Connection) -> None:
+        if conn.ack_after is None or conn.ack_after > 0 or conn.state != "ready":
+            return
+        conn.ack_after = None
+        version = self.versions.current() if self.versions is not None else 0
+        self.send(conn, encode("experience", {"policy_version": version, **conn.ack}))
 
     def _request(self, kind: str, msg: Message) -> Request:
         obs = msg.arrays.get("observation")
         if obs is None or len(msg.arrays) != 1:
             raise WireError(ErrorCode.BAD_ARRAY, f"'{kind}' must carry exactly one array, 'observation'")
-        if obs.dtype != self.obs_dtype or obs.shape != self.obs_shape:
-            raise WireError(
-                ErrorCode.BAD_ARRAY,
-                f"observation must be {self.obs_dtype} of shape {list(self.obs_shape)}, "
-                f"got {obs.dtype} of shape {list(obs.shape)}",
-            )
-        if self.obs_float:
-            if not np.isfinite(obs).all():
-                raise WireError(ErrorCode.NON_FINITE, "observation holds NaN or infinity")
-            if obs.dtype.itemsize > 4 and (np.abs(obs) > FLOAT32_MAX).any():
-                raise WireError(
-                    ErrorCode.NON_FINITE, "observation has values beyond float32 (learning uses float32)"
-                )
-        if self._bounds is not None:
-            low, high = self._bounds
-            outside = (obs < low) | (obs > high)
-            if outside.any():
-                index = tuple(int(i) for i in np.argwhere(outside)[0])
-                raise WireError(
-                    ErrorCode.BAD_ARRAY,
-                    f"observation{list(index)} = {float(obs[index]):g} is outside the observation space "
-                    f"[{float(low[index]):g}, {float(high[index]):g}] (env.kwargs.check_bounds)",
-                )
-        if self._obs_limit is not None and isinstance(self.obs_space, Box):
-            self._check_magnitude(obs, self._obs_limit)
-        if isinstance(self.obs_space, Discrete) and not 0 <= int(obs) < self.obs_space.n:
-            raise WireError(ErrorCode.BAD_ARRAY, f"observation must be in 0..{self.obs_space.n - 1}")
+        self.check_observation(obs)
         if kind == "start":
             return Request("start", obs)
         reward = check_finite_number(msg.header, "reward")
@@ -525,22 +685,6 @@ class PolicyServer:
             "step", obs, reward, check_bool(msg.header, "terminated"), check_bool(msg.header, "truncated")
         )
 
-    @staticmethod
-    def _check_magnitude(obs: np.ndarray, limit: float) -> None:
-        """Refuse values that are finite but huge: they overflow float32 in the learner's layers.
-
-        Why here and not in the learner: the offending client is known here, so it alone is
-        dropped (its episode aborted) and named in the log, while training goes on.
-        """
-        beyond = (obs > limit) | (obs < -limit)
-        if beyond.any():
-            index = tuple(int(i) for i in np.argwhere(beyond)[0])
-            raise WireError(
-                ErrorCode.BAD_ARRAY,
-                f"observation{list(index)} = {float(obs[index]):g} is beyond the server's "
-                f"env.kwargs.max_abs_observation = {limit:g} (set it higher where observations are this large)",
-            )
-
     def metrics(self, conn: Connection) -> dict[str, Any]:
         returns = list(self.recent_returns)
         return {
@@ -552,6 +696,19 @@ class PolicyServer:
                 "clients_dropped": self.dropped_total,
             },
             "client": {"slot": conn.slot, "episodes": conn.episodes, "steps": conn.steps},
+        } | ({} if conn.protocol < 2 else self._metrics_v2(conn))
+
+    def _metrics_v2(self, conn: Connection) -> dict[str, Any]:
+        """What protocol 2 adds to ``metrics`` (a version 1 reply stays as it was)."""
+        return {
+            "experience": {
+                "policy_version": self.versions.current() if self.versions is not None else None,
+                "steps": self.experience_total,
+                "steps_dropped": self.experience_dropped_total,
+                "policies_sent": self.policies_sent,
+                "client_steps": conn.experience_steps,
+                "client_steps_dropped": conn.experience_dropped,
+            }
         }
 
     # --- sending and closing ----------------------------------------------------
@@ -572,7 +729,7 @@ class PolicyServer:
                 return
             conn.outbox += frame[sent:]
             self._want_write(conn, True)
-        if len(conn.outbox) > _MAX_OUTBOX:
+        if len(conn.outbox) > _MAX_OUTBOX + conn.outbox_allowance:
             self.refusals.warning(
                 "NOT_READING", f"client {conn.peer} dropped: {len(conn.outbox)} bytes of replies unread"
             )
@@ -596,6 +753,7 @@ class PolicyServer:
             return
         del conn.outbox[:sent]
         if not conn.outbox:
+            conn.outbox_allowance = 0
             self._want_write(conn, False)
             if conn.state == "closing":
                 self._shutdown_write(conn)
@@ -693,14 +851,6 @@ def _same_secret(given: str, expected: str) -> bool:
     return hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
     )
-
-
-def _magnitude_limit(limit: float | None, dtype: np.dtype) -> float | None:
-    """``limit``, or None where no value of ``dtype`` can exceed it (uint8 images, bool: no per-step cost)."""
-    if limit is None or dtype.kind == "b":
-        return None
-    info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
-    return None if max(-float(info.min), float(info.max)) <= limit else limit
 
 
 def _stage(conn: Connection) -> str:

@@ -55,6 +55,17 @@ class ServerSettings:
     # refuse Box observation values beyond this magnitude (BAD_ARRAY); default: DEFAULT_MAX_ABS_VALUE,
     # or the observation space's largest finite |low|/|high| if larger; None: any finite float32
     max_abs_observation: float | None = None
+    # --- version 2: clients that act locally (docs/protocol.md section 10) ---
+    max_upload_steps: int = 1024  # rows in one experience upload at most (BAD_ARRAY beyond)
+    max_upload_bytes: int = (
+        8 << 20
+    )  # largest experience frame (TOO_LARGE beyond); other frames: max_message_bytes
+    max_policy_lag: int = (
+        2  # uploads acted on with a policy this many versions older are trained on, older ones dropped
+    )
+    # refuse behaviour log-probabilities beyond this magnitude (BAD_ARRAY): PPO's ratio exp(new - old)
+    # overflows float32 beyond 88; None: any finite float32
+    max_abs_logp: float | None = 50.0
 
 
 _SPACE_KEYS = ("observation_space", "action_space")
@@ -183,6 +194,16 @@ def parse_settings(kwargs: dict[str, Any], num_slots: int) -> ServerSettings:
         "max_abs_observation",
         kwargs.get("max_abs_observation", default_max_abs_observation(s.observation_space)),
     )
+    s.max_upload_steps = _number(
+        "max_upload_steps", kwargs.get("max_upload_steps", s.max_upload_steps), integer=True, minimum=1
+    )
+    s.max_upload_bytes = _number(
+        "max_upload_bytes", kwargs.get("max_upload_bytes", s.max_upload_bytes), integer=True, minimum=256
+    )
+    s.max_policy_lag = _number(
+        "max_policy_lag", kwargs.get("max_policy_lag", s.max_policy_lag), integer=True, minimum=0
+    )
+    s.max_abs_logp = _bound("max_abs_logp", kwargs.get("max_abs_logp", s.max_abs_logp))
     return s
 
 

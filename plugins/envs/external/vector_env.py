@@ -19,6 +19,15 @@ How a step works (``step(actions)``):
 
 A dropped client's slot emits its abort row before a new client's first request
 there is used, so a FIRST never follows the old client's MID in the same column.
+
+Clients that act locally (protocol 2, docs/protocol.md section 10) upload the steps they played;
+the server queues their rows and this env *replays* them in the client's slot, one row per step,
+exactly as if the client had sent them as ``start``/``step`` messages. The TimeStep says, in
+``taken``, that those rows' actions were already taken (the client's action and its
+log-probability under the policy it acted with), and the sampler records them instead of its own
+(:class:`~rlgear.timestep.TakenActions`). So value predictions, GAE, fragments, episode metrics
+and aborts work unchanged. A replaying slot whose queue runs empty mid-episode is waited for as a
+silent version 1 client is (``client_timeout_s``).
 """
 
 from __future__ import annotations
@@ -28,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.env import EnvAdapter, EnvInterrupted, VectorEnv, stop_requested
+from rlgear.env import EnvAdapter, EnvInterrupted, PolicyExport, VectorEnv, stop_requested
 from rlgear.errors import ConfigError
 from rlgear.external.wire import ErrorCode, encode
 from rlgear.spaces import Discrete
-from rlgear.timestep import StepType, TimeStep
+from rlgear.timestep import StepType, TakenActions, TimeStep
 
-from .server import Connection, PolicyServer
+from .policy_versions import PolicyVersions
+from .server import Connection, PolicyServer, Request
 from .settings import parse_settings
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
@@ -44,6 +54,9 @@ _POLL_S = 0.1  # longest single wait, so Ctrl-C and timeouts are noticed
 
 class ExternalVectorEnv(VectorEnv):
     """``num_envs`` slots filled by clients connecting over TCP (see docs/protocol.md)."""
+
+    takes_actions = True  # clients that act locally: their uploaded rows carry the action taken
+    wants_policy_export = True  # ... and they fetch the policy as ONNX
 
     def __init__(self, server: PolicyServer, num_envs: int):
         self.server = server
@@ -72,6 +85,10 @@ class ExternalVectorEnv(VectorEnv):
         self._started = False  # min_clients were connected once: from then on, step with whoever is there
 
     # --- VectorEnv ------------------------------------------------------------
+    def set_policy_export(self, export: PolicyExport) -> None:
+        """The run's acting policy: clients that act locally may now connect (protocol 2)."""
+        self.server.versions = PolicyVersions(export)
+
     def reset(self, seed: int | None = None) -> TimeStep:
         """Forget running episodes (clients keep playing them, as invalid rows, until they end).
 
@@ -83,11 +100,14 @@ class ExternalVectorEnv(VectorEnv):
         obs = np.empty((self.num_envs, *self.observation_space.shape), dtype=self.observation_space.dtype)
         step_type = np.full(self.num_envs, _LAST, dtype=np.int32)
         valid = np.zeros(self.num_envs, dtype=bool)
+        acted: dict[int, Request] = {}
         for i, conn in enumerate(self._taken):
             request = conn.last_request if conn is not None else None
             obs[i] = request.observation if request is not None else self._zero_obs
             if request is not None and request.kind == "start":
                 step_type[i], valid[i], self._live[i] = _FIRST, True, True
+                if request.trained is not None:
+                    acted[i] = request
         return TimeStep(
             step_type=step_type,
             reward=np.zeros(self.num_envs, dtype=np.float32),
@@ -96,6 +116,7 @@ class ExternalVectorEnv(VectorEnv):
             prev_action=np.zeros_like(self._last_action),
             env_id=self._env_ids,
             valid=valid,
+            taken=self._taken_actions(acted),
         )
 
     def step(self, actions: np.ndarray) -> TimeStep:
@@ -119,6 +140,12 @@ class ExternalVectorEnv(VectorEnv):
             if conn.state != "ready" or conn.slot != i:
                 continue  # dropped since
             conn.in_reply = False
+            if conn.local:  # a replayed row: the client acted already, nothing to send
+                request = conn.last_request
+                if request is not None and request.action is not None:
+                    self._last_action[i] = request.action
+                conn.expect_by = now + (timeout if conn.in_episode else grace)
+                continue
             if self._taken_last[i]:
                 frame = _EPISODE_END
             else:
@@ -143,6 +170,8 @@ class ExternalVectorEnv(VectorEnv):
                 if conn is None:
                     continue
                 ready += 1
+                if conn.request is None and conn.local:
+                    conn.request = server.take_row(conn)
                 if conn.request is not None:
                     have += 1
                     continue
@@ -169,6 +198,7 @@ class ExternalVectorEnv(VectorEnv):
         valid = np.zeros(n, dtype=bool)
         obs = np.empty((n, *self.observation_space.shape), dtype=self.observation_space.dtype)
         prev_action = np.zeros_like(self._last_action)
+        acted: dict[int, Request] = {}
         for i in range(n):
             conn = server.slot_conn[i]
             request = conn.request if conn is not None else None
@@ -182,6 +212,12 @@ class ExternalVectorEnv(VectorEnv):
             conn.request, conn.last_request, conn.in_reply = None, request, True
             self._taken[i] = conn
             obs[i] = request.observation
+            if request.kind == "abort":  # an uploaded episode was dropped: discard its replayed rows
+                obs[i] = self._zero_obs
+                conn.in_episode, self._live[i] = False, False
+                continue
+            if request.trained is not None:
+                acted[i] = request
             if request.kind == "start":
                 conn.in_episode, conn.episode_return = True, 0.0
                 self._taken_last[i] = False
@@ -208,7 +244,20 @@ class ExternalVectorEnv(VectorEnv):
                 self._live[i] = False
             else:
                 step_type[i] = _MID
-        return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids, valid)
+        taken = self._taken_actions({i: r for i, r in acted.items() if valid[i]})
+        return TimeStep(step_type, reward, discount, obs, prev_action, self._env_ids, valid, taken=taken)
+
+    def _taken_actions(self, acted: dict[int, Request]) -> TakenActions | None:
+        """The uploaded rows of this step whose action the client took (None when there are none)."""
+        if not acted:
+            return None
+        rows = np.zeros(self.num_envs, dtype=bool)
+        first = next(iter(acted.values())).trained
+        actions = np.zeros((self.num_envs, *np.shape(first)), dtype=np.asarray(first).dtype)
+        logp = np.zeros(self.num_envs, dtype=np.float32)
+        for i, request in acted.items():
+            rows[i], actions[i], logp[i] = True, request.trained, request.logp
+        return TakenActions(rows, actions, logp)
 
 
 class ExternalAdapter(EnvAdapter):
