@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -412,3 +413,43 @@ def test_a_cartpole_run_played_by_onnxruntime_alone_scores_what_the_checkpoint_s
     ours = rlgear_returns(run, 10)
     assert theirs == ours
     assert np.mean(ours) >= 100  # a trained policy, so equal returns are not equal failures
+
+
+def test_a_live_policy_exported_again_reuses_its_graph_with_the_new_weights(checkpoints, monkeypatch):
+    """A server exports its policy after every update: the second export writes the new weights (and
+    observation statistics) into the first graph, without the exporter. Its outputs equal a fresh
+    export's."""
+    from rlgear.export import policy_onnx
+    from rlgear.export.checking import OnnxPlayer
+    from rlgear.plugins.backends.torch import export as torch_export
+    from tests.numpy_reference import random_weights
+
+    run = checkpoints("ppo-box-filter")
+    live = agent.load(run)
+    policy_onnx(live, explore=False)
+    live.policy.set_weights(random_weights(live.policy.get_weights(), seed=9, gain=1.5))
+    live.obs_filter.stats.mean = live.obs_filter.stats.mean + 0.5
+    full_export = torch_export._write_onnx
+
+    def no_exporter(*args, **kwargs):
+        raise AssertionError("the second export of a live policy ran the exporter")
+
+    monkeypatch.setattr(torch_export, "_write_onnx", no_exporter)
+    reused, sidecar = policy_onnx(live, explore=False)
+    monkeypatch.setattr(torch_export, "_write_onnx", full_export)
+    fresh_policy = agent.load(run)  # another policy object: no template, a full export
+    fresh_policy.policy.set_weights(live.policy.get_weights())
+    fresh_policy.obs_filter.stats.mean = live.obs_filter.stats.mean
+    fresh, _ = policy_onnx(fresh_policy, explore=False)
+    observations = random_observations(live.observation_space, 256, np.random.default_rng(0))
+    feeds = feeds_for(sidecar, observations)
+    outputs = []
+    for data in (reused, fresh):
+        path = Path(tempfile.mkdtemp()) / "p.onnx"
+        path.write_bytes(data)
+        outputs.append(OnnxPlayer(path)(feeds))
+    for name in outputs[1]:
+        np.testing.assert_allclose(outputs[0][name], outputs[1][name], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        outputs[0]["action"], np.clip(live.compute_actions(observations), -2, 2), atol=1e-5, rtol=0
+    )

@@ -20,7 +20,7 @@ class TorchBackend(Backend):
         from rlgear.plugins.backends.torch import export
 
         module, inputs = export.build(policy, plan, explore)
-        export.write(module, inputs, fmt, path)
+        export.write(module, inputs, fmt, path, owner=policy)
         return inputs, list(module.head.outputs)
 
     def exported_player(self, path: Any, fmt: str, input_names: list[str], output_names: list[str]) -> Any:
