@@ -46,7 +46,7 @@ _LAZY = {
 }
 _SUBMODULES = {
     "value_ops", "config", "errors", "spaces", "testing", "tune",
-    "sampling", "distributed", "blocks", "external", "run", "discovery",
+    "sampling", "distributed", "blocks", "external", "run", "discovery", "inference",
     "execution",  # 0.2 path (rlgear._moved)
     "registry", "hooks", "checkpoint",  # 0.1 paths (rlgear._moved)
 }  # fmt: skip

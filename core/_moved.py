@@ -58,12 +58,13 @@ _0_2 = {
 MOVED: dict[str, tuple[str, str]] = {
     # 0.1 -> 0.2 (the 0.2 homes under rlgear.execution moved again in 0.3: straight to the new one)
     **{f"rlgear.{name}": (_0_2[name], "0.3") for name in (
-        "async_ops", "inference", "metrics", "postprocessing", "ray_session",
+        "async_ops", "metrics", "postprocessing", "ray_session",
         "remote_worker", "replay_buffers", "rollout_ops", "schedules")},
     **{f"rlgear.{name}": (f"rlgear.external.{name}", "0.3") for name in ("client", "serve", "wire")},
     **{f"rlgear.{name}": (f"rlgear.run.{name}", "0.3") for name in ("agent", "checkpoint", "logger", "progress", "runner")},
     **{f"rlgear.{name}": (f"rlgear.discovery.{name}", "0.3") for name in ("hooks", "registry")},
     "rlgear.schema": ("rlgear.config.schema", "0.3"),
+    # (rlgear.inference, 0.1's numpy twin, is the framework-free runtime now: it forwards the old names)
     # 0.2 -> 0.3
     **{f"rlgear.execution.{name}": (new, "0.4") for name, new in _0_2.items() if name != "evaluator"},
     "rlgear.config.replay": ("rlgear.plugins.families.replay.config", "0.4"),

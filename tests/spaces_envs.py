@@ -164,3 +164,28 @@ class TupleObsEnv(gym.Env):
         reward = float(int(action) == int(self.obs[0]))
         self.t += 1
         return self._observe(), reward, False, self.t >= self.episode_length, {}
+
+
+class MaskedJointEnv(JointTargetEnv):
+    """JointTargetEnv's task with a Dict observation ``{"action_mask": MultiBinary(6), "target":
+    Discrete(9)}``: each sub-action has 2 or 3 of its 3 choices allowed per step (the mask of a
+    MultiDiscrete is the parts' masks side by side)."""
+
+    observation_space = gym.spaces.Dict(
+        {"action_mask": gym.spaces.MultiBinary(6), "target": gym.spaces.Discrete(9)}
+    )
+
+    def _observe(self) -> dict:
+        mask = np.zeros(6, np.int8)
+        for block in range(2):
+            allowed = self.np_random.choice(3, size=int(self.np_random.integers(2, 4)), replace=False)
+            mask[3 * block + allowed] = 1
+        return {"action_mask": mask, "target": self.code}
+
+    def reset(self, *, seed=None, options=None):
+        _, info = super().reset(seed=seed)
+        return self._observe(), info
+
+    def step(self, action):
+        _, reward, terminated, truncated, info = super().step(action)
+        return self._observe(), reward, terminated, truncated, info

@@ -109,6 +109,7 @@ def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
         "discovery",
         "distributed",
         "external",
+        "inference",
         "run",
         "sampling",
         "tune",

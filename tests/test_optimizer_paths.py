@@ -231,3 +231,22 @@ def test_a_run_saved_with_adam_epsilon_resumes(tmp_path, fresh_warnings):
     del saved["training"]["optimizer_kwargs"]  # saved before the key existed
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
     assert check_resume_config(config, tmp_path).training.optimizer_epsilon == 1e-5
+
+
+def test_es_keeps_its_own_adam_epsilon_its_checkpoints_load_and_its_runs_resume(tmp_path, fresh_warnings):
+    """ES declares ``training.adam_epsilon`` (its own Adam on the parameter vector): the 0.3 rename
+    of the torch/TF optimizers' key must not touch it (it made every ES checkpoint fail to load)."""
+    import yaml
+
+    from rlgear.run.runner import check_resume_config
+
+    raw = {"algorithm": "es", "env": {"name": "CartPole-v1"}, "training": {"adam_epsilon": 1e-3}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecation warning: the key is ES's own
+        config = config_mod.resolve(raw)
+    assert config.training.adam_epsilon == 1e-3
+    assert "optimizer_epsilon" not in config.to_dict()["training"]
+    again = config_mod.resolve(config.to_dict())  # what loading its checkpoint does
+    assert again.training.adam_epsilon == 1e-3
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config.to_dict()))
+    assert check_resume_config(config, tmp_path).training.adam_epsilon == 1e-3

@@ -24,7 +24,7 @@ import numpy as np
 from rlgear.blocks.conv_inference import NumpyConvTrunk
 from rlgear.config.conv import ConvSpec
 from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Box, Discrete, Space
+from rlgear.spaces import Box, Dict, Discrete, MultiDiscrete, Space, Tuple
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _TINY = float(np.finfo(np.float32).tiny)
@@ -72,7 +72,12 @@ def _block_diagonal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class NumpyActorCritic:
     """Forward pass, sampling and log-probabilities of the catalog actor-critic MLP (after its conv
-    trunk when ``conv`` describes one)."""
+    trunk when ``conv`` describes one).
+
+    With MultiDiscrete, Tuple or Dict actions only :meth:`forward` and :meth:`dist_inputs` apply (the
+    head is the distribution inputs; the backends act on those in the framework, the framework-free
+    runtime with :mod:`rlgear.blocks.action_inference`).
+    """
 
     def __init__(
         self,
@@ -83,9 +88,10 @@ class NumpyActorCritic:
         seed: int | None = None,
         conv: ConvSpec | None = None,
     ):
-        if not isinstance(action_space, Discrete | Box):
+        if not isinstance(action_space, Discrete | Box | MultiDiscrete | Tuple | Dict):
             raise TypeError(f"unsupported action space {action_space!r}")
         self.discrete = isinstance(action_space, Discrete)
+        self.continuous = isinstance(action_space, Box)  # the only kind with a log_std weight
         self.hidden_layers = hidden_layers
         self.activation = ACTIVATIONS[activation]
         self.shared = shared
@@ -134,7 +140,7 @@ class NumpyActorCritic:
         self._inputs = []
         if self.trunk is not None:
             self.trunk.load(weights)
-        self.log_std = None if self.discrete else np.asarray(weights["policy/log_std"], dtype=np.float32)
+        self.log_std = np.asarray(weights["policy/log_std"], dtype=np.float32) if self.continuous else None
         self.version = version
 
     def _input_buffers(self, n: int) -> list[np.ndarray]:
@@ -303,7 +309,7 @@ class NumpyActorCritic:
 
     def dist_inputs(self, obs: np.ndarray) -> np.ndarray:
         head, _ = self.forward(obs)
-        if self.discrete:
+        if self.log_std is None:  # logits, or a composite action's inputs (all from the head)
             return head
         return np.concatenate([head, np.broadcast_to(self.log_std, head.shape)], axis=-1)
 

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 
 import rlgear
-from rlgear.cli import plugin_check, scaffold
+from rlgear.cli import export_cmd, plugin_check, scaffold
 from rlgear.errors import RLGearError, RunError
 
 EXIT_USER_ERROR = 2
@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         help="an installed algorithm: its training section (default: every other section)",
     )
     scaffold.add_parser(sub)
+    export_cmd.add_parser(sub)
     return parser
 
 
@@ -262,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     commands = {
         "train": cmd_train, "tune": cmd_tune, "plot": cmd_plot, "evaluate": cmd_evaluate, "plugins": cmd_plugins,
-        "serve": cmd_serve, "new": scaffold.cmd_new, "config": cmd_config,
+        "serve": cmd_serve, "new": scaffold.cmd_new, "config": cmd_config, "export": export_cmd.cmd_export,
     }  # fmt: skip
     try:
         return commands[args.command](args)

@@ -30,8 +30,13 @@ def rename_keys(
     fail: Callable[[str, str], ConfigError],
     origins: dict[str, str] | None = None,
     warn: bool = True,
+    declared: Mapping[str, Any] | None = None,
 ) -> None:
     """Move every renamed key of ``raw`` (a whole config mapping) to its new name, in place.
+
+    ``declared``: section -> the keys its config class declares. A key the class declares is its
+    own, not an old name (ES's ``training.adam_epsilon`` is its Adam's, kept by that name), so it
+    is not renamed.
 
     ``origins`` (``--set`` texts by key path) follow the key, so a later error in
     its value still blames the ``--set`` that gave it. Warns once per old key
@@ -42,8 +47,9 @@ def rename_keys(
         if not isinstance(mapping, Mapping):
             continue
         mapping = dict(mapping)
+        own = (declared or {}).get(section, ())
         for old, new in renames.items():
-            if old not in mapping:
+            if old not in mapping or old in own:
                 continue
             if new in mapping:
                 raise fail(

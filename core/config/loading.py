@@ -9,6 +9,7 @@ config class; then the checks of :mod:`rlgear.config.checks` and the algorithm's
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -48,7 +49,6 @@ def resolve(
         raise ConfigError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
     raw, origins = apply_overrides(dict(data), overrides)
     fail = _failer(source, origins)
-    rename_keys(raw, fail, origins)
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
             raise fail(str(key), f"unknown key{did_you_mean(str(key), TOP_LEVEL_KEYS)}")
@@ -81,6 +81,9 @@ def resolve(
         except PluginError as err:  # name the file (or --set) and the key the user has to fix
             raise PluginError(str(fail("algorithm", str(err)))) from err
         training_class = algorithm_class.config_class
+    rename_keys(
+        raw, fail, origins, declared={"training": {f.name for f in dataclasses.fields(training_class)}}
+    )
     sections: dict[str, Any] = {
         "algorithm": raw["algorithm"],
         "env": build(EnvConfig, raw.get("env"), "env", fail),

@@ -33,6 +33,8 @@ class CheckReport:
     actions_equal: int
     max_action_diff: float
     problems: list[str]
+    #: What the actions were compared with: rlgear's own acting, or (``--explore``) the action space.
+    compared_with: str = "rlgear's acting"
 
     @property
     def ok(self) -> bool:
@@ -171,7 +173,15 @@ def check(
     if sidecar_mod.config_hash(raw_config) != sidecar.get("config_sha256"):
         problems.append(f"{folder}: its config differs from the one {path.name} was exported from")
     loaded = agent.load(folder, overrides=["model.numpy_inference=false"], policy_id=sidecar.get("policy_id"))
-    play = player(path, sidecar)
+    try:
+        play = player(path, sidecar)
+    except RLGearError:
+        raise
+    except Exception as err:  # a damaged file: say so beside the hash mismatch, not as a traceback
+        problems.append(
+            f"{path}: cannot be played: {str(err).strip().splitlines()[0][:200] if str(err).strip() else err!r}"
+        )
+        return CheckReport(path, folder, 0, 0, float("nan"), problems)
     space = loaded.action_space
     rng = np.random.default_rng(0)
     equal, worst, total = 0, 0.0, 0
@@ -199,7 +209,10 @@ def check(
     if equal != total:
         what = "lie in the action space" if sidecar.get("explore") else f"match rlgear's (atol {atol})"
         problems.append(f"{path}: {total - equal} of {total} actions do not {what}")
-    return CheckReport(path, folder, total, equal, worst, problems)
+    compared = (
+        "the action space (an --explore export samples)" if sidecar.get("explore") else "rlgear's acting"
+    )
+    return CheckReport(path, folder, total, equal, worst, problems, compared)
 
 
 def _recurrent_feeds(sidecar: dict[str, Any], state: dict[str, np.ndarray], n: int, start: bool) -> dict:

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlgear.backend import backend_class_for
 from rlgear.errors import RLGearError
+from rlgear.numpy_policy import NumpyMLPPolicy
 from rlgear.export import sidecar as sidecar_mod
 from rlgear.export.signature import FORMAT_BACKENDS, observation_plan
 
@@ -81,6 +82,11 @@ def write_policy(loaded: Any, fmt: str, path: Path, explore: bool) -> dict[str, 
 
     policy = loaded.policy
     backend_cls = backend_class_for(type(policy), loaded.config.backend)
+    if isinstance(policy, NumpyMLPPolicy):
+        # ES/ARS's numpy MLP: the format's framework rebuilds it from the weights
+        from rlgear.discovery import registry
+
+        backend_cls = registry.load_backend(FORMAT_BACKENDS[fmt])
     if fmt not in backend_cls.export_formats:
         kind = (
             "a framework-free policy"

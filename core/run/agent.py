@@ -301,15 +301,29 @@ def _with_batch_axis(observation: Any) -> Any:
     return np.asarray(observation)[None]
 
 
-def load(
-    path: str | os.PathLike, overrides: Sequence[str] = (), policy_id: str | None = None
-) -> LoadedPolicy:
-    """Rebuild the policy of a checkpoint (or of a run folder's newest checkpoint).
+@dataclasses.dataclass
+class CheckpointPolicy:
+    """One policy of a checkpoint, read and resolved, before any network is built: what
+    :func:`load` and the framework-free :func:`rlgear.inference.load` share."""
 
-    No environment is created: the spaces come from the checkpoint. Overrides
-    such as ``backend=tf`` load the framework-neutral weights into another backend.
-    A checkpoint of a run with several policies (``multiagent``) needs ``policy_id``.
-    """
+    folder: Path
+    #: The policy's own config (a multi-agent run's per-policy ``training``/``model`` applied).
+    config: RunConfig
+    policy_id: str
+    weights: dict[str, np.ndarray]
+    #: The policy's checkpoint meta (``global_timestep`` ...).
+    meta: dict[str, Any]
+    #: The checkpoint's metadata, this policy's spaces in it (``backend``, ``observation_space`` ...).
+    metadata: dict[str, Any]
+    #: Turns the env's observations (the checkpoint keeps the env's spaces) into the policy's.
+    preprocessor: ObservationPreprocessor
+    action_space: Any
+
+
+def read_policy(
+    path: str | os.PathLike, overrides: Sequence[str] = (), policy_id: str | None = None
+) -> CheckpointPolicy:
+    """Read policy ``policy_id`` (may be left out when the checkpoint holds one) of a checkpoint."""
     folder, config = checkpoint_config(path, overrides)
     arrays, state, _, metadata = ckpt.read(folder)
     policy_id = _policy_id(folder, arrays, state, policy_id)
@@ -319,19 +333,43 @@ def load(
     spaces = (metadata.get("policy_spaces") or {}).get(policy_id)
     if spaces is not None:
         metadata = {**metadata, **spaces}
-    trainer_cls = registry.load_algorithm(config.algorithm)
-    policy_cls = trainer_cls.policy_class(config.backend)
-    backend = backend_class_for(policy_cls, config.backend)()
-    backend.setup(config.workers.num_cpus_for_driver, config.seed)
     action_space = space_from_json(metadata["action_space"])
     # The checkpoint keeps the env's spaces; the policy was built with the preprocessed one.
     preprocessor = ObservationPreprocessor(
         space_from_json(metadata["observation_space"]), action_space, config.env.name
     )
-    policy = policy_cls(preprocessor.observation_space, action_space, config)
+    meta = (state.get("policy_metas") or {}).get(policy_id, state.get("policy_meta", {}))
+    return CheckpointPolicy(
+        folder, config, policy_id, ckpt.policy_weights(arrays, policy_id), dict(meta or {}), metadata,
+        preprocessor, action_space,
+    )  # fmt: skip
+
+
+def loaded_policy(policy: Any, read: CheckpointPolicy) -> LoadedPolicy:
+    """``policy`` (holding ``read``'s weights) as a :class:`LoadedPolicy`, with the checkpoint's
+    observation filter (frozen) and env statistics."""
+    obs_filter = frozen_obs_filter(read.folder, read.config.model, policy.observation_space, read.policy_id)
+    return LoadedPolicy(policy, read.config, load_env_state(read.folder), read.preprocessor, obs_filter)
+
+
+def load(
+    path: str | os.PathLike, overrides: Sequence[str] = (), policy_id: str | None = None
+) -> LoadedPolicy:
+    """Rebuild the policy of a checkpoint (or of a run folder's newest checkpoint).
+
+    No environment is created: the spaces come from the checkpoint. Overrides
+    such as ``backend=tf`` load the framework-neutral weights into another backend.
+    A checkpoint of a run with several policies (``multiagent``) needs ``policy_id``.
+    """
+    read = read_policy(path, overrides, policy_id)
+    config = read.config
+    trainer_cls = registry.load_algorithm(config.algorithm)
+    policy_cls = trainer_cls.policy_class(config.backend)
+    backend = backend_class_for(policy_cls, config.backend)()
+    backend.setup(config.workers.num_cpus_for_driver, config.seed)
+    policy = policy_cls(read.preprocessor.observation_space, read.action_space, config)
     try:
-        policy.set_weights(ckpt.policy_weights(arrays, policy_id))
+        policy.set_weights(read.weights)
     except ValueError as err:
-        raise CheckpointError(f"{folder}: the checkpoint does not fit the config: {err}") from err
-    obs_filter = frozen_obs_filter(folder, config.model, policy.observation_space, policy_id)
-    return LoadedPolicy(policy, config, load_env_state(folder), preprocessor, obs_filter)
+        raise CheckpointError(f"{read.folder}: the checkpoint does not fit the config: {err}") from err
+    return loaded_policy(policy, read)

@@ -73,7 +73,8 @@ def check_resume_config(config: RunConfig, run_dir: Path) -> RunConfig:
     if not saved_file.exists():
         raise CheckpointError(f"--resume {run_dir}: not a run folder (no config.yaml)")
     saved = upgrade_saved(yaml.safe_load(saved_file.read_text()))  # a run saved with renamed keys resumes
-    given = config_mod.redact_secrets(config.to_dict())  # the saved file has its secrets redacted
+    # the saved file has its secrets redacted; both sides under today's key names
+    given = upgrade_saved(config_mod.redact_secrets(config.to_dict()))
     if given.get("seed") is None:
         given["seed"] = saved.get("seed")
     for section in given:

@@ -26,7 +26,7 @@ from torch import nn
 
 from rlgear.errors import RLGearError
 from rlgear.export.signature import ObservationPlan, TensorSpec
-from rlgear.plugins.backends.torch.export_heads import ExportHead
+from rlgear.plugins.backends.torch.export_heads import ExportHead, LayerStackHead
 
 
 class ObservationInput(nn.Module):
@@ -92,7 +92,15 @@ def example_inputs(specs: list[TensorSpec], batch: int = 2) -> tuple[torch.Tenso
 
 def build(policy: Any, plan: ObservationPlan, explore: bool) -> tuple[ExportedPolicy, list[TensorSpec]]:
     """The graph of ``policy`` (on the CPU, in eval mode) and its input specs."""
-    head = policy.export_head(explore)
+    if getattr(policy, "framework_free", False):  # ES, ARS: their numpy MLP, rebuilt in torch
+        if explore:
+            raise RLGearError(
+                f"--explore: {policy.config.algorithm}'s policy acts deterministically (its exploration is "
+                "the trainer's parameter noise): export without --explore"
+            )
+        head: ExportHead = LayerStackHead(policy.get_weights(), policy.config.model.activation, policy.action_space)
+    else:
+        head = policy.export_head(explore)
     # A copy: the live policy keeps its device and training state (a server exports while it learns).
     module = copy.deepcopy(ExportedPolicy(plan, head)).to("cpu").eval()
     inputs = [leaf.spec for leaf in plan.leaves] + list(head.extra_inputs)
@@ -140,7 +148,9 @@ class TorchScriptPlayer:
     """Runs a TorchScript export on numpy inputs (for ``rlgear export --check`` and parity tests)."""
 
     def __init__(self, path: str | Path, input_names: list[str], output_names: list[str]):
-        self.module = torch.jit.load(str(path), map_location="cpu")
+        with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; the user chose the format
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.module = torch.jit.load(str(path), map_location="cpu")
         self.input_names, self.output_names = input_names, output_names
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -204,3 +204,39 @@ class SquashedActorHead(ExportHead):
             u = mean + torch.exp(log_std) * torch.randn_like(mean)
         action = self.low + (torch.tanh(u) + 1.0) * self.half_range
         return action.reshape(flat.shape[0], *self.shape), mean
+
+
+class LayerStackHead(ExportHead):
+    """A framework-free MLP policy (:class:`rlgear.numpy_policy.NumpyMLPPolicy`: ES, ARS) rebuilt from its
+    ``policy/hidden_<i>`` and ``policy/output`` weights: the argmax of its logits (Discrete) or its
+    output as the action (Box, clipped to the bounds as the collector does)."""
+
+    def __init__(self, weights: dict[str, Any], activation: str, action_space: Space):
+        super().__init__()
+        from rlgear.plugins.backends.torch.models import ACTIVATIONS
+
+        names = sorted(k.removesuffix("/kernel") for k in weights if k.endswith("/kernel") and "hidden_" in k)
+        names = sorted(names, key=lambda n: int(n.rsplit("_", 1)[1])) + ["policy/output"]
+        layers: list[nn.Module] = []
+        for i, name in enumerate(names):
+            kernel = torch.as_tensor(weights[f"{name}/kernel"], dtype=torch.float32)
+            linear = nn.Linear(kernel.shape[0], kernel.shape[1])
+            with torch.no_grad():
+                linear.weight.copy_(kernel.T)
+                linear.bias.copy_(torch.as_tensor(weights[f"{name}/bias"], dtype=torch.float32))
+            layers.append(linear)
+            if i < len(names) - 1:
+                layers.append(ACTIVATIONS[activation]())
+        self.body = nn.Sequential(*layers)
+        self.discrete = isinstance(action_space, Discrete)
+        self.actions = ActionOutputs(action_space)
+        width = int(weights["policy/output/kernel"].shape[1])
+        self.outputs = [
+            *action_output_specs(action_space),
+            TensorSpec("logits" if self.discrete else "output", "float32", (None, width), "the network's output"),
+        ]
+
+    def forward(self, flat: torch.Tensor, mask: torch.Tensor | None, extras: list[torch.Tensor]) -> tuple:
+        out = self.body(flat)
+        actions = torch.argmax(out, dim=-1) if self.discrete else out
+        return (*self.actions(actions), out)
