@@ -21,6 +21,7 @@ pytestmark = needs_tf
 
 ONPOLICY = {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1}
 REPLAY = {"learning_starts": 32, "train_batch_size": 16}
+EVOLUTION = {"num_perturbations": 2, "report_episodes": 1}
 LSTM = {"hidden_sizes": [16], "lstm": True, "lstm_cell_size": 8}
 
 #: name -> (algorithm, env, training, model, stop)
@@ -64,6 +65,14 @@ KINDS = {
     "multidiscrete": ("ppo", "tests.spaces_envs:JointTargetEnv", ONPOLICY, {"hidden_sizes": [16]}, None),
     "tuple_action": ("ppo", "tests.spaces_envs:TupleActionEnv", ONPOLICY, {"hidden_sizes": [16]}, None),
     "dict_action": ("ppo", "tests.spaces_envs:DictActionEnv", ONPOLICY, {"hidden_sizes": [16]}, None),
+    "es": ("es", "CartPole-v1", EVOLUTION, {"hidden_sizes": [16]}, None),
+    "ars_box_filter": (
+        "ars",
+        "Pendulum-v1",
+        EVOLUTION,
+        {"hidden_sizes": [16], "observation_filter": "mean_std"},
+        None,
+    ),
     "dqn": ("dqn", "CartPole-v1", REPLAY, {"hidden_sizes": [16]}, 64),
     "rainbow": (
         "dqn",
@@ -217,7 +226,7 @@ def test_explore_samples_inside_the_savedmodel(tmp_path_factory, tmp_path, kind)
     assert len(np.unique(np.asarray(first), axis=0)) > 1  # sampled, not the argmax/mean
 
 
-@pytest.mark.parametrize("kind", ["rainbow", pytest.param("td3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", ["rainbow", "es", pytest.param("td3", marks=pytest.mark.slow)])
 def test_explore_is_refused_where_the_exploration_lives_outside_the_graph(tmp_path_factory, tmp_path, kind):
     from rlgear.errors import RLGearError
     from rlgear.export import export
@@ -244,3 +253,14 @@ def test_exporting_leaves_the_live_policy_untouched(tmp_path_factory, tmp_path):
         np.testing.assert_array_equal(var.numpy(), before[name], err_msg=name)
     for layer, values in zip(policy.model.noisy_layers(), noise, strict=True):
         np.testing.assert_array_equal(layer.noise_out.numpy(), values)
+
+
+def test_input_names_that_would_clash_as_python_keywords_are_refused_in_one_line():
+    from rlgear.errors import RLGearError
+    from rlgear.export.signature import TensorSpec
+    from rlgear.plugins.backends.tf.export import _check_names
+
+    _check_names([TensorSpec("obs.a", "float32", (None,)), TensorSpec("obs.b_c", "float32", (None,))])
+    with pytest.raises(RLGearError, match=r"savedmodel.*'obs\.a_b' and 'obs\.a\.b'") as info:
+        _check_names([TensorSpec("obs.a_b", "float32", (None,)), TensorSpec("obs.a.b", "float32", (None,))])
+    assert "\n" not in str(info.value)

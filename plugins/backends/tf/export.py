@@ -30,7 +30,7 @@ import numpy as np
 
 from rlgear.errors import RLGearError
 from rlgear.export.signature import ObservationPlan, TensorSpec
-from rlgear.plugins.backends.tf.export_heads import ExportHead
+from rlgear.plugins.backends.tf.export_heads import ExportHead, LayerStackHead
 from rlgear.plugins.backends.tf.runtime import tf
 
 #: the SignatureDef key of the exported graph (TF Serving's default)
@@ -116,9 +116,18 @@ def _check_names(specs: list[TensorSpec]) -> None:
 def build(policy: Any, plan: ObservationPlan, explore: bool) -> ExportedPolicy:
     """The graph of ``policy`` over copies of its variables (on the CPU), with its input specs."""
     with tf.device("/CPU:0"):
-        head = policy.export_head(explore)
-        # A copy: the live policy keeps its variables (and device) untouched; DQN's head is one already.
-        head = copy.deepcopy(head)
+        if getattr(policy, "framework_free", False):  # ES, ARS: their numpy MLP, rebuilt in TF
+            if explore:
+                raise RLGearError(
+                    f"--explore: {policy.config.algorithm}'s policy acts deterministically (its exploration "
+                    "is the trainer's parameter noise): export without --explore"
+                )
+            head: ExportHead = LayerStackHead(
+                policy.get_weights(), policy.config.model.activation, policy.action_space
+            )
+        else:
+            # A copy: the live policy keeps its variables (and device) untouched.
+            head = copy.deepcopy(policy.export_head(explore))
         inputs = [leaf.spec for leaf in plan.leaves] + list(head.extra_inputs)
         _check_names(inputs)
         return ExportedPolicy(plan, head, inputs)

@@ -229,3 +229,41 @@ class SquashedActorHead(ExportHead):
             u = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean), dtype=mean.dtype)
         action = self.low + (tf.tanh(u) + 1.0) * self.half_range
         return [tf.reshape(action, [tf.shape(flat)[0], *self.shape]), mean]
+
+
+class LayerStackHead(ExportHead):
+    """A framework-free MLP policy (:class:`rlgear.numpy_policy.NumpyMLPPolicy`: ES, ARS) rebuilt from its
+    ``policy/hidden_<i>`` and ``policy/output`` weights: the argmax of its logits (Discrete) or its
+    output as the action (Box, clipped to the bounds as the collector does). The torch head's twin."""
+
+    def __init__(self, weights: dict[str, Any], activation: str, action_space: Space):
+        super().__init__()
+        from rlgear.plugins.backends.tf.models import ACTIVATIONS
+
+        names = [k.removesuffix("/kernel") for k in weights if k.endswith("/kernel") and "hidden_" in k]
+        names = [*sorted(names, key=lambda n: int(n.rsplit("_", 1)[1])), "policy/output"]
+        # Variables built from copies of the weights: the SavedModel holds them, the policy is untouched.
+        self.kernels = [
+            tf.Variable(np.asarray(weights[f"{n}/kernel"], np.float32), name="kernel") for n in names
+        ]
+        self.biases = [tf.Variable(np.asarray(weights[f"{n}/bias"], np.float32), name="bias") for n in names]
+        self.activation = ACTIVATIONS[activation]
+        self.discrete = isinstance(action_space, Discrete)
+        self.actions = ActionOutputs(action_space)
+        width = int(np.shape(weights["policy/output/kernel"])[1])
+        self.outputs = [
+            *action_output_specs(action_space),
+            TensorSpec(
+                "logits" if self.discrete else "output", "float32", (None, width), "the network's output"
+            ),
+        ]
+
+    def __call__(self, flat: tf.Tensor, mask: tf.Tensor | None, extras: list[tf.Tensor]) -> list[tf.Tensor]:
+        out = flat
+        last = len(self.kernels) - 1
+        for i, (kernel, bias) in enumerate(zip(self.kernels, self.biases, strict=True)):
+            out = tf.matmul(out, kernel) + bias
+            if i < last:
+                out = self.activation(out)
+        actions = tf.argmax(out, axis=-1, output_type=tf.int64) if self.discrete else out
+        return [*self.actions(actions), out]
