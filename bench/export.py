@@ -169,7 +169,7 @@ def main() -> int:
                 observations = random_observations(space, batch, np.random.default_rng(batch))
                 feeds = made["feeds"](observations)
                 for player_name, call in made["table"].items():
-                    us = median_us(lambda c=call: c(observations, feeds), args.calls)
+                    us = median_us(lambda c=call, o=observations, f=feeds: c(o, f), args.calls)
                     rows.setdefault(player_name, {})[f"batch_{batch}_us"] = round(us, 1)
             for batch in (1, 64):
                 base = rows["rlgear"][f"batch_{batch}_us"]

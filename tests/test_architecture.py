@@ -108,6 +108,7 @@ def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
         "config",
         "discovery",
         "distributed",
+        "export",
         "external",
         "inference",
         "run",

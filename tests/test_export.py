@@ -181,7 +181,9 @@ def test_an_export_acts_as_rlgear_on_a_thousand_observations(checkpoints, tmp_pa
     assert [spec["name"] for spec in sidecar["outputs"]] == list(outputs)
     ours = reference(loaded, observations)
     if "output" in ours:
-        np.testing.assert_allclose(outputs.get("logits", outputs.get("output")), ours["output"], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(
+            outputs.get("logits", outputs.get("output")), ours["output"], atol=1e-5, rtol=0
+        )
     elif "q_values" in ours:
         np.testing.assert_allclose(outputs["q_values"], ours["q_values"], atol=1e-5, rtol=0)
     elif "mean" in ours and "dist_inputs" not in ours:
@@ -301,7 +303,10 @@ def test_bad_requests_are_one_line_errors_and_leave_nothing_behind(checkpoints, 
             "--explore: td3's exploration",
         )
     elif case == "es-explore":
-        args, expected = [str(checkpoints("es")), "--format", "onnx", "--explore"], "--explore: es's policy acts"
+        args, expected = (
+            [str(checkpoints("es")), "--format", "onnx", "--explore"],
+            "--explore: es's policy acts",
+        )
     elif case == "missing-checkpoint":
         args, expected = [str(tmp_path / "nope"), "--format", "onnx"], "no such checkpoint or run folder"
     elif case == "out-under-a-file":

@@ -426,12 +426,3 @@ def test_a_multi_agent_checkpoint_acts_per_policy_with_its_own_model(tmp_path):
             **TOL,
         )
         np.testing.assert_array_equal(runtime.compute_actions(obs), framework.compute_actions(obs))
-
-
-def test_the_lstm_with_composite_actions_is_refused_naming_the_key(tmp_path):
-    model = {"lstm": True, "lstm_cell_size": 8}
-    path = write_checkpoint(tmp_path, "ppo", "tests.spaces_envs:JointTargetEnv", model=model)
-    with pytest.raises(
-        ConfigError, match=r"^model\.lstm: .*MultiDiscrete.* not supported by rlgear\.inference"
-    ):
-        rlgear.inference.load(path)

@@ -9,6 +9,7 @@ from rlgear import config as config_mod
 from rlgear.errors import ConfigError
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.sampling.rollout_worker import RolloutWorker
+from rlgear.spaces import Box, Discrete, MultiDiscrete, Tuple
 from rlgear.timestep import StepType, TimeStep
 from tests.conftest import BACKENDS
 from tests.numpy_reference import CARTPOLE_ACT, CARTPOLE_OBS, PENDULUM_ACT, PENDULUM_OBS, random_weights
@@ -367,3 +368,22 @@ def test_every_recurrent_algorithm_trains_end_to_end_with_an_lstm(tmp_path, algo
     )
     assert result["training_iteration"] == 2 and result["timesteps_total"] > 0
     assert np.isfinite(result["learner/policy_loss"]) and result["learner/num_grad_updates"] >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "action_space",
+    [MultiDiscrete([3, 3]), Tuple([Discrete(3), Box(np.array([-1.0]), np.array([1.0]))])],
+    ids=["multi_discrete", "tuple"],
+)
+def test_an_lstm_refuses_composite_actions_naming_the_key(tmp_path, backend, action_space):
+    """The LSTM models have one Categorical or Gaussian head: a MultiDiscrete policy used to be built
+    as a Gaussian (half-width logits, the rest a fixed log std) and trained silently."""
+    from rlgear.discovery import registry
+
+    config = resolve(tmp_path, backend=backend)
+    policy_class = registry.load_algorithm("ppo").policy_class(backend)
+    with pytest.raises(
+        ConfigError, match=r"model.lstm: recurrent policies act in Discrete or Box action spaces"
+    ):
+        policy_class(CARTPOLE_OBS, action_space, config)

@@ -26,7 +26,8 @@ import numpy as np
 from rlgear.blocks.conv_inference import NumpyConvTrunk
 from rlgear.blocks.inference import NumpyActorCritic
 from rlgear.config.conv import ConvSpec
-from rlgear.spaces import Discrete, Space
+from rlgear.errors import ConfigError
+from rlgear.spaces import Box, Discrete, Space
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -45,7 +46,17 @@ def prev_action_features(action_space: Space, prev_actions: np.ndarray) -> np.nd
 
 
 def lstm_input_size(trunk_size: int, action_space: Space, model_config: object) -> int:
-    """Width of the LSTM's input: trunk features, then previous action and reward when configured."""
+    """Width of the LSTM's input: trunk features, then previous action and reward when configured.
+
+    Also where both backends' LSTM models check the action space: they have one Categorical or
+    Gaussian head, so MultiDiscrete and Tuple/Dict actions are refused here, by name, instead of
+    getting a head of the wrong width (a MultiDiscrete model used to be built as a Gaussian).
+    """
+    if not isinstance(action_space, Discrete | Box):
+        raise ConfigError(
+            f"model.lstm: recurrent policies act in Discrete or Box action spaces, the env's is "
+            f"{action_space!r} (use a feed-forward model, model.lstm: false)"
+        )
     size = trunk_size
     if getattr(model_config, "lstm_use_prev_action", False):
         size += action_space.n if isinstance(action_space, Discrete) else action_space.size

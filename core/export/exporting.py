@@ -16,9 +16,9 @@ from typing import Any
 
 from rlgear.backend import backend_class_for
 from rlgear.errors import RLGearError
-from rlgear.numpy_policy import NumpyMLPPolicy
 from rlgear.export import sidecar as sidecar_mod
 from rlgear.export.signature import FORMAT_BACKENDS, observation_plan
+from rlgear.numpy_policy import NumpyMLPPolicy
 
 _EXTRAS = {"torch": "pip install 'rlgear[torch,export]'", "tf": "pip install 'rlgear[tf]'"}
 

@@ -98,7 +98,9 @@ def build(policy: Any, plan: ObservationPlan, explore: bool) -> tuple[ExportedPo
                 f"--explore: {policy.config.algorithm}'s policy acts deterministically (its exploration is "
                 "the trainer's parameter noise): export without --explore"
             )
-        head: ExportHead = LayerStackHead(policy.get_weights(), policy.config.model.activation, policy.action_space)
+        head: ExportHead = LayerStackHead(
+            policy.get_weights(), policy.config.model.activation, policy.action_space
+        )
     else:
         head = policy.export_head(explore)
     # A copy: the live policy keeps its device and training state (a server exports while it learns).

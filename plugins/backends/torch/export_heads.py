@@ -216,7 +216,7 @@ class LayerStackHead(ExportHead):
         from rlgear.plugins.backends.torch.models import ACTIVATIONS
 
         names = sorted(k.removesuffix("/kernel") for k in weights if k.endswith("/kernel") and "hidden_" in k)
-        names = sorted(names, key=lambda n: int(n.rsplit("_", 1)[1])) + ["policy/output"]
+        names = [*sorted(names, key=lambda n: int(n.rsplit("_", 1)[1])), "policy/output"]
         layers: list[nn.Module] = []
         for i, name in enumerate(names):
             kernel = torch.as_tensor(weights[f"{name}/kernel"], dtype=torch.float32)
@@ -233,7 +233,9 @@ class LayerStackHead(ExportHead):
         width = int(weights["policy/output/kernel"].shape[1])
         self.outputs = [
             *action_output_specs(action_space),
-            TensorSpec("logits" if self.discrete else "output", "float32", (None, width), "the network's output"),
+            TensorSpec(
+                "logits" if self.discrete else "output", "float32", (None, width), "the network's output"
+            ),
         ]
 
     def forward(self, flat: torch.Tensor, mask: torch.Tensor | None, extras: list[torch.Tensor]) -> tuple:
