@@ -132,6 +132,40 @@ class DictActionEnv(TupleActionEnv):
         return super().step((action["choice"], action["amount"]))
 
 
+class TupleObsEnv(gym.Env):
+    """A Tuple observation ``(cue: Discrete(3), noise: Box(2), pair: MultiDiscrete([2, 3]), bits:
+    MultiBinary(2))``: reward 1 when the action (Discrete(3)) equals the cue. For the export tests:
+    every kind of observation leaf, nested by index."""
+
+    observation_space = gym.spaces.Tuple(
+        [
+            gym.spaces.Discrete(3),
+            gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            gym.spaces.MultiDiscrete([2, 3]),
+            gym.spaces.MultiBinary(2),
+        ]
+    )
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, episode_length: int = 5):
+        self.episode_length = episode_length
+
+    def _observe(self):
+        self.obs = self.observation_space.sample()
+        return self.obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.obs[0]))
+        self.t += 1
+        return self._observe(), reward, False, self.t >= self.episode_length, {}
+
+
 class MaskedJointEnv(JointTargetEnv):
     """JointTargetEnv's task with a Dict observation ``{"action_mask": MultiBinary(6), "target":
     Discrete(9)}``: each sub-action has 2 or 3 of its 3 choices allowed per step (the mask of a

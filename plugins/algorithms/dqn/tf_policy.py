@@ -6,6 +6,7 @@ The same network (weight names ``q/...``), loss and target-network rules as
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -14,6 +15,7 @@ import numpy as np
 from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.blocks.target_network import TargetNetworkState
+from rlgear.errors import RLGearError
 from rlgear.plugins.algorithms.dqn.rainbow import (
     NoiseRngState,
     atom_support,
@@ -31,6 +33,7 @@ from rlgear.plugins.backends.tf import (
     conv_encoder,
     tf,
 )
+from rlgear.plugins.backends.tf.export_heads import QValueHead
 from rlgear.policy import epsilon_greedy_actions
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Discrete, Space, flat_dim
@@ -160,6 +163,22 @@ def _huber(x: tf.Tensor, delta: float) -> tf.Tensor:
     return tf.where(abs_x < delta, 0.5 * x * x, delta * (abs_x - 0.5 * delta))
 
 
+class _QValues(tf.Module):
+    """The flat input -> ``[B, actions]`` Q-values (C51: each return distribution's mean), for export."""
+
+    def __init__(self, model: Any, support: np.ndarray, num_atoms: int):
+        super().__init__()
+        self.model, self.num_atoms = model, num_atoms
+        self.support = tf.constant(np.asarray(support, np.float32))
+
+    def __call__(self, flat: tf.Tensor) -> tf.Tensor:
+        outputs = self.model(flat)[0]
+        if self.num_atoms == 1:
+            return outputs
+        logits = tf.reshape(outputs, [tf.shape(outputs)[0], -1, self.num_atoms])
+        return tf.reduce_sum(tf.nn.softmax(logits, axis=-1) * self.support, axis=-1)
+
+
 class DQNTFPolicy(NoiseRngState, TargetNetworkState, TargetModel, TFPolicy):
     """Epsilon-greedy acting on a Q-network, learning from replayed n-step transitions.
 
@@ -220,6 +239,19 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TargetModel, TFPolicy):
         if self.num_atoms == 1:
             return outputs
         return tf.reduce_sum(tf.nn.softmax(self.atom_logits(outputs), axis=-1) * self.support, axis=-1)
+
+    def export_head(self, explore: bool) -> QValueHead:
+        """The acting part of an exported graph: greedy on the Q-values, noisy layers at their mean
+        weights (on a copy: the live network keeps its noise)."""
+        if explore:
+            raise RLGearError(
+                "--explore: dqn explores epsilon-greedily on a schedule of env steps (or with the noise of "
+                "its noisy layers), which an exported graph does not carry: export without --explore"
+            )
+        model = copy.deepcopy(self.model)
+        if self.config.training.noisy:
+            zero_noise(model.noisy_layers())
+        return QValueHead(_QValues(model, self.atoms, self.num_atoms), self.action_space.n)
 
     def set_noise(self, explore: bool) -> None:
         """Noisy nets: fresh noise for acting (``explore``), none (the mean weights) for greedy acting."""

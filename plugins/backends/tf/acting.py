@@ -18,6 +18,7 @@ from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_l
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
 from rlgear.plugins.backends.tf.distributions import action_noise_width
+from rlgear.plugins.backends.tf.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.tf.models import ActorCriticMLP
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.policy import action_dim, flatten_observations
@@ -244,6 +245,14 @@ class TFActing:
         if packed.shape[1] > k + 1:
             extras[SampleBatch.VF_PREDS] = packed[:, k + 1]
         return actions, state, extras
+
+    def export_head(self, explore: bool) -> ExportHead:
+        """The acting part of an exported graph (``rlgear export``): the model and its distribution
+        (the export copies it, so the live model is untouched)."""
+        cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
+        return ActorCriticHead(
+            self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell
+        )
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
         """Logits (Discrete) or means and log stds (Box): for tests and cross-backend parity."""

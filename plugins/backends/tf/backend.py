@@ -46,6 +46,20 @@ class TFBackend(Backend):
         "TensorFlow 2 (CPU or GPU): the torch catalog with the same weight names, Categorical/DiagGaussian, "
         "Adam/SGD/RMSprop, learn step under tf.function (training.eager: true to debug)"
     )
+    export_formats = ("savedmodel",)
+
+    def export_policy(self, policy: Any, plan: Any, fmt: str, path: Any, explore: bool) -> tuple[list, list]:
+        """A SavedModel folder at ``path`` (see :mod:`rlgear.plugins.backends.tf.export`)."""
+        from rlgear.plugins.backends.tf import export
+
+        module = export.build(policy, plan, explore)
+        export.write(module, path)
+        return module.input_specs, module.output_specs
+
+    def exported_player(self, path: Any, fmt: str, input_names: list[str], output_names: list[str]) -> Any:
+        from rlgear.plugins.backends.tf.export import SavedModelPlayer
+
+        return SavedModelPlayer(path, input_names, output_names)
 
     def setup(self, num_threads: int, seed: int | None) -> None:
         set_thread_pools(num_threads)

@@ -25,8 +25,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
-from rlgear.blocks.squashed_inference import NumpyTanhActor
+from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN, NumpyTanhActor
+from rlgear.errors import RLGearError
 from rlgear.plugins.backends.tf.compiled import _columns_key, _spec
+from rlgear.plugins.backends.tf.export_heads import SquashedActorHead
 from rlgear.plugins.backends.tf.offpolicy_models import ActorCritics, ActorMLP, StackedMLP
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
 from rlgear.plugins.backends.tf.policy import TFPolicy
@@ -167,6 +169,19 @@ class OffPolicyTFPolicy(TFPolicy):
                 squashed = self.exploration(squashed, timestep)
         actions = self.action_low + (squashed + 1.0) * self.action_half_range
         return actions.astype(np.float32, copy=False), state, {}
+
+    def export_head(self, explore: bool) -> SquashedActorHead:
+        """The acting part of an exported graph: the actor, squashed and rescaled to the bounds. Only a
+        Gaussian actor (SAC) samples; TD3's and DDPG's exploration noise is the trainer's, not the
+        actor's, so their ``--explore`` is refused (as on torch)."""
+        if explore and not self.gaussian_actor:
+            raise RLGearError(
+                f"--explore: {self.config.algorithm}'s exploration noise is added outside its actor "
+                "(training.exploration_noise), so an exported graph cannot carry it: export without --explore"
+            )
+        return SquashedActorHead(
+            self.model.actor, self.action_space, self.gaussian_actor, explore, LOG_STD_MIN, LOG_STD_MAX
+        )
 
     def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
         """``tanh(mean)`` rescaled to the bounds, through the framework (for tests against the twin)."""
