@@ -169,7 +169,9 @@ def _write_onnx(
 
 def _structure(module: ExportedPolicy, inputs: list[TensorSpec]) -> tuple:
     """Everything an ONNX graph's ops depend on besides the values of its weights and statistics."""
-    tensors = tuple((name, tuple(value.shape), str(value.dtype)) for name, value in module.state_dict().items())
+    tensors = tuple(
+        (name, tuple(value.shape), str(value.dtype)) for name, value in module.state_dict().items()
+    )
     constants = repr(
         (module.observation.encodings, module.observation.mask_leaf, getattr(module.observation, "clip", None),
          getattr(module.observation, "passthrough", None), type(module.head).__name__,
