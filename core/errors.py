@@ -61,6 +61,14 @@ class NonFiniteError(RunError):
     """Learning produced NaN or infinity (in a loss, a gradient or the weights) and cannot go on."""
 
 
+class DatasetError(RLGearError):
+    """A dataset file (``offline.input``) cannot be read: corrupt, truncated, or not Minari's format.
+
+    Missing datasets, spaces that differ and an ``offline.output`` that exists are
+    :class:`ConfigError`: their fix is in the config.
+    """
+
+
 class EnvDataError(RunError):
     """An env emitted data that breaks its own declared spaces (e.g. an action mask allowing nothing)."""
 

@@ -132,6 +132,12 @@ class Trainer:
                 f"(installed: {', '.join(installed) or 'none'})",
             )
         adapter_cls = registry.load_env_adapter(config.env.adapter)
+        #: ``offline.output``: the Minari dataset this run's episodes go to (None when off).
+        self.dataset_recorder: Any = None
+        if config.offline.output is not None:
+            from rlgear.offline.recorder import check_output
+
+            check_output(config)  # an existing dataset: refused before any env or worker starts
         self.backend = backend_cls()
         #: What the checkpoints record as their backend: "numpy" for a framework-free policy (its
         #: checkpoints restore fully under any ``backend:`` value), else the ``backend:`` plugin's name.
@@ -148,6 +154,11 @@ class Trainer:
             self._check_device(config)
             self.learner = Learner(config, policy_cls, device=config.learners.device, backend=self.backend)
             self.workers = self._worker_set(config, policy_cls, adapter_cls, self.learner)
+        if config.offline.output is not None:
+            from rlgear.offline.recorder import DatasetRecorder
+
+            local = self.workers.local_worker
+            self.dataset_recorder = DatasetRecorder(config, local.observation_space, local.action_space)
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
@@ -502,7 +513,9 @@ class Trainer:
         )
 
     def stop(self) -> None:
-        """Release envs, processes and files."""
+        """Release envs, processes and files (``offline.output``: the dataset is completed first)."""
+        if self.dataset_recorder is not None:
+            self.dataset_recorder.close()
         self.workers.stop()
         if hasattr(self.learner, "stop"):  # learner actors
             self.learner.stop()

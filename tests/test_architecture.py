@@ -111,6 +111,7 @@ def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
         "export",
         "external",
         "inference",
+        "offline",
         "run",
         "sampling",
         "tune",

@@ -27,6 +27,7 @@ from rlgear.config.sections import (
     LearnersConfig,
     LoggingConfig,
     ModelConfig,
+    OfflineConfig,
     RunConfig,
     WorkersConfig,
 )
@@ -97,6 +98,7 @@ def resolve(
         ("model", ModelConfig),
         ("workers", WorkersConfig),
         ("learners", LearnersConfig),
+        ("offline", OfflineConfig),
         ("checkpoint", CheckpointConfig),
         ("logging", LoggingConfig),
     ):

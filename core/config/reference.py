@@ -25,6 +25,7 @@ from rlgear.config.sections import (
     LearnersConfig,
     LoggingConfig,
     ModelConfig,
+    OfflineConfig,
     WorkersConfig,
 )
 from rlgear.config.training import TrainingConfig
@@ -41,6 +42,7 @@ TOP_LEVEL = (
      "The algorithm's hyperparameters: the common keys below plus the algorithm's own (its page)."),
     ("workers", "a mapping", "{}", "Sampling: workers, envs, fragments (the workers section below)."),
     ("learners", "a mapping", "{}", "Learning: the device and the number of learner processes (below)."),
+    ("offline", "a mapping", "{}", "Datasets: record the run to a Minari dataset, or read datasets (below)."),
     ("stop", "a mapping", "{}",
      "Result key -> threshold; the run ends when any is reached (>=). Keys: training_iteration, "
      "timesteps_total, episode_return_mean, ... or a learner/*, evaluation/* or custom_metrics/* path."),
@@ -60,6 +62,7 @@ SECTIONS: tuple[tuple[str, type, str], ...] = (
     ("model", ModelConfig, "The network: the built-in MLP catalog, or your own model class."),
     ("workers", WorkersConfig, "Sampling: rollout workers, envs per worker, and how experience is cut."),
     ("learners", LearnersConfig, "Learning: the device, and N data-parallel learner actors on Ray."),
+    ("offline", OfflineConfig, "Datasets: record every transition to a Minari dataset, or read datasets."),
     ("training", TrainingConfig, "Hyperparameters every algorithm has; each algorithm adds its own."),
     ("checkpoint", CheckpointConfig, "When checkpoints are written and how many are kept."),
     ("logging", LoggingConfig, "Run folders, TensorBoard and the progress display."),

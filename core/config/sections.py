@@ -1,7 +1,7 @@
 """The sections of a run config as dataclasses, and :class:`RunConfig` that holds them.
 
 ``env`` (:class:`EnvConfig`), ``model`` (:class:`ModelConfig`), ``workers``
-(:class:`WorkersConfig`, with ``workers.ray``), ``checkpoint`` and ``logging``: every key
+(:class:`WorkersConfig`, with ``workers.ray``), ``learners``, ``offline``, ``checkpoint`` and ``logging``: every key
 a field declared with :func:`rlgear.config.schema.doc`, so its type, default and help
 text sit in one place (the config reference is written from them). The ``training``
 section's bases are in :mod:`rlgear.config.training`, the ``multiagent`` section in
@@ -250,6 +250,41 @@ class LearnersConfig:
 
 
 @dataclass
+class OfflineConfig:
+    """Datasets: record a run's transitions to a Minari dataset, or read datasets (docs/offline.md).
+
+    A value starting with ``/``, ``./``, ``../`` or ``~`` (or naming an existing folder) is a path;
+    anything else is a Minari dataset id (``namespace/name-vN``), found under
+    ``MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``) as :func:`minari.load_dataset` finds it.
+    """
+
+    input: str | list[str] | None = doc(
+        "Dataset(s) the offline algorithms learn from: a Minari dataset id, a path to a dataset "
+        "folder, or a list of them (same spaces). null: no dataset.",
+        None,
+    )
+    output: str | None = doc(
+        "Record every env transition of this run (train, serve, remote workers) to a Minari "
+        "dataset: an id (written under MINARI_DATASETS_PATH) or a folder path. Written to a "
+        "temporary folder and moved into place when the run ends (Ctrl-C included). null: no recording.",
+        None,
+    )
+    output_overwrite: bool = doc(
+        "Replace a dataset that already exists at offline.output (else the run refuses to start).", False
+    )
+    output_author: str | None = doc("The dataset's 'author' metadata (Minari's).", None)
+    output_description: str | None = doc("The dataset's 'description' metadata (Minari's).", None)
+    output_flush_episodes: int = doc(
+        "Finished episodes kept in memory before they are appended to the dataset's file.", 64
+    )
+    input_shuffle_buffer_episodes: int = doc(
+        "Episodes held in memory by transitions() to draw random transitions from (bounds memory "
+        "for datasets larger than memory; the whole dataset when it has fewer).",
+        1000,
+    )
+
+
+@dataclass
 class CheckpointConfig:
     every: int = doc("Write a checkpoint every N iterations (0: only at the end).", 0)
     keep: int | None = doc("Keep only the newest K checkpoints (null: keep all).", 5)
@@ -286,7 +321,7 @@ class LoggingConfig:
 
 #: The keys a config file may have at its top level (``tune`` is read by ``rlgear tune`` only).
 TOP_LEVEL_KEYS = (
-    "algorithm", "backend", "env", "model", "training", "workers", "learners",
+    "algorithm", "backend", "env", "model", "training", "workers", "learners", "offline",
     "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
 )  # fmt: skip
 
@@ -306,6 +341,7 @@ class RunConfig:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     workers: WorkersConfig = dataclasses.field(default_factory=WorkersConfig)
     learners: LearnersConfig = dataclasses.field(default_factory=LearnersConfig)
+    offline: OfflineConfig = dataclasses.field(default_factory=OfflineConfig)
     stop: dict[str, float] = dataclasses.field(default_factory=dict)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from rlgear.learner import Learner
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
+from rlgear.sampling.rollout_worker import RECORDED_EPISODES
 
 
 class Replay(Protocol):
@@ -209,6 +210,9 @@ def standard_metrics(trainer: Any) -> tuple[int, int]:
         agent_steps += metrics.get("agent_steps", metrics["env_steps"])
         episodes += len(metrics["episodes"])
         trainer.metrics.add(metrics["episodes"])
+        recorded = metrics.get(RECORDED_EPISODES)
+        if recorded and trainer.dataset_recorder is not None:  # offline.output
+            trainer.dataset_recorder.add(recorded)
     trainer.timesteps_total += steps
     if hasattr(trainer, "agent_timesteps_total"):
         trainer.agent_timesteps_total += agent_steps

@@ -47,6 +47,9 @@ from rlgear.timestep import TimeStep
 
 __all__ = ["RolloutWorker", "drop_invalid_rows", "env_seed", "worker_seed"]
 
+#: ``pop_metrics`` key of the whole episodes recorded for ``offline.output`` (see
+#: :class:`~rlgear.sampling.episode_recorder.EpisodeRecorder`), written by the driver.
+RECORDED_EPISODES = "recorded_episodes"
 #: ``pop_metrics`` key of a remote worker's observation-filter delta (merged by the driver).
 OBS_FILTER_DELTA = "obs_filter_delta"
 
@@ -133,6 +136,12 @@ class RolloutWorker:
         except BaseException:
             self.env.close()
             raise
+        if config.offline.output is not None:  # offline.output: every episode to the driver's dataset
+            try:
+                self._sampler.start_recording()
+            except BaseException:
+                self.env.close()
+                raise
         self.fragment_length = config.rollout_fragment_length()
         self.complete_episodes = config.workers.batch_mode == "complete_episodes"
         #: Nominal env steps per ``sample()`` call (``complete_episodes`` may take more).
@@ -377,10 +386,13 @@ class RolloutWorker:
     def pop_metrics(self) -> dict[str, Any]:
         """Episodes finished since the last call (summaries) and env steps taken.
 
+        With ``offline.output``, ``recorded_episodes`` holds the whole episodes finished since.
         A remote worker with an observation filter adds ``obs_filter_delta``: the statistics of
         the observations it saw since the last call, which the driver merges into the global filter.
         """
         out = {"episodes": self._finished, "env_steps": self._env_steps}
+        if self._sampler.recorder is not None:  # offline.output: the driver writes them
+            out[RECORDED_EPISODES] = self._sampler.recorder.pop()
         if self.multi_agent:  # agent steps (results: agent_timesteps_total)
             out["agent_steps"] = self._sampler.agent_steps
         self._sampler.agent_steps = 0

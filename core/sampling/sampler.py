@@ -32,6 +32,7 @@ from rlgear.errors import UnsupportedError
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.agents import AgentSlots, OneAgentEnv, check_policy_spaces
 from rlgear.sampling.collector import PolicyCollector, take_rows
+from rlgear.sampling.episode_recorder import EpisodeRecorder
 from rlgear.sampling.metrics import Episode, env_info_row, reported_env_return
 from rlgear.sampling.rows import PolicyStream, _empty_like, drop_invalid_rows
 from rlgear.sampling.sequences import chop_into_sequences
@@ -96,6 +97,24 @@ class Sampler:
         #: per env slot whose episode start was seen: its Episode (for hooks) or None (no hooks)
         self._running: dict[int, Episode | None] = {}
         self.agent_steps = 0
+        #: Whole raw episodes for ``offline.output`` (:meth:`start_recording`); None when off.
+        self.recorder: EpisodeRecorder | None = None
+
+    def start_recording(self) -> EpisodeRecorder:
+        """Record every episode this sampler steps (raw observations, env actions, behaviour logp)."""
+        if not self.single_agent:
+            raise UnsupportedError(
+                "offline.output: recording a multi-agent env is not supported (a Minari dataset holds one "
+                "agent's episodes); record a single-agent env, or leave offline.output unset"
+            )
+        policy = self._single.collector.policy
+
+        def finish(columns: dict[str, np.ndarray]) -> None:
+            policy.finish_fragment(columns)  # as a fragment's rows: deferred logp, taken actions
+            _merge_taken_logp(columns)
+
+        self.recorder = EpisodeRecorder(self.num_envs, finish)
+        return self.recorder
 
     # --- stepping -------------------------------------------------------------------
     def reset(self, seed: int | None) -> None:
@@ -103,11 +122,15 @@ class Sampler:
             stream.clear()
         self._running.clear()
         self._starting[:] = True
+        if self.recorder is not None:
+            self.recorder.reset()
         self._observe(self.env.reset(seed=seed))
 
     def _observe(self, mts: MultiAgentTimeStep) -> None:
         if self.single_agent:  # the filter skips the rows TimeStep.valid says carry no step
             stream = self._single
+            if self.recorder is not None:  # the env's own observations: before preprocessing and filter
+                self.recorder.observe(mts.steps[OneAgentEnv.AGENT])
             stream.ts = stream.collector.observe(mts.steps[OneAgentEnv.AGENT])
             stream.ts_active = mts.active[OneAgentEnv.AGENT]
             self._track(mts)
@@ -338,6 +361,8 @@ class Sampler:
             for pid, (row, active) in rows.items():
                 stream = self.streams[pid]
                 stream.add(row, active, stream.ts.valid)
+            if self.recorder is not None:
+                self.recorder.act(env_actions[OneAgentEnv.AGENT], next(iter(rows.values()))[0])
         self._observe(self.env.step(env_actions))
 
     # --- fragments --------------------------------------------------------------------
@@ -391,6 +416,8 @@ class Sampler:
         steps = 0
         while steps < min_agent_steps:
             env_actions, rows = self._act(True)
+            if self.recorder is not None:  # before _take_episodes completes the row in place
+                self.recorder.act(env_actions[OneAgentEnv.AGENT], next(iter(rows.values()))[0])
             for pid, (row, active) in rows.items():
                 stream = self.streams[pid]
                 steps += self._take_episodes(stream, row, active, stream.ts.valid, pieces[pid])
