@@ -35,6 +35,10 @@ class SampleBatch(dict):
     ADVANTAGES = "advantages"
     VALUE_TARGETS = "value_targets"
     NEXT_OBS = "next_obs"  # n-step transitions: the observation whose value bootstraps the target
+    #: Dataset transitions (rlgear.offline): the step ended its episode by a true terminal (no bootstrap) ...
+    TERMINATEDS = "terminateds"
+    #: ... or by a time limit (the episode was cut: bootstrap from ``next_obs``); gymnasium's two flags.
+    TRUNCATEDS = "truncateds"
     EPS_ID = "eps_id"  # a unique id per episode (per evaluator)
     T = "t"  # the step's index within its episode
     BATCH_INDEXES = "batch_indexes"  # replay slots a sampled row came from
