@@ -85,6 +85,7 @@ def check_ranges(config: RunConfig, fail) -> None:
         if value < 0:
             raise fail(path, f"expected 0 or more, got {value}")
     check_learners(config, fail)
+    check_offline(config, fail)
     if w.ray.object_store_memory is not None and w.ray.object_store_memory <= 0:
         raise fail(
             "workers.ray.object_store_memory",
@@ -179,3 +180,35 @@ def check_learners(config: RunConfig, fail) -> None:
             "learners.num_cpus_per_learner",
             f"expected a positive number, got {learners.num_cpus_per_learner}",
         )
+
+
+def check_offline(config: RunConfig, fail) -> None:
+    """The ``offline`` section: ids and paths well-formed, sizes positive, no multi-policy recording
+    (whether a dataset exists is checked where it is opened: the run's setup, the offline reader)."""
+    from rlgear.config.multiagent import policy_ids
+    from rlgear.offline.location import problem
+
+    offline = config.offline
+    inputs = [offline.input] if isinstance(offline.input, str) else list(offline.input or [])
+    if offline.input is not None and not inputs:
+        raise fail("offline.input", "expected a dataset id, a path or a list of them, got an empty list")
+    for i, value in enumerate(inputs):
+        why = problem(value)
+        if why is not None:
+            raise fail("offline.input" if isinstance(offline.input, str) else f"offline.input[{i}]", why)
+    if offline.output is not None:
+        why = problem(offline.output)
+        if why is not None:
+            raise fail("offline.output", why)
+        if len(policy_ids(config)) > 1:
+            raise fail(
+                "offline.output",
+                "recording a run of several policies is not supported (a Minari dataset holds one "
+                "agent's episodes); record a single-agent run",
+            )
+    for path, value in {
+        "offline.output_flush_episodes": offline.output_flush_episodes,
+        "offline.input_shuffle_buffer_episodes": offline.input_shuffle_buffer_episodes,
+    }.items():
+        if value < 1:
+            raise fail(path, f"expected 1 or more, got {value}")

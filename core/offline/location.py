@@ -17,7 +17,7 @@ from pathlib import Path
 from rlgear.errors import ConfigError
 
 #: Minari's ``DATASET_ID_RE`` (minari/dataset/minari_dataset.py), with the version required.
-_DATASET_ID = re.compile(r"(?:[-_\w][-_\w/]*[-_\w]+/)?[-_.\w]+-v\d+")
+_DATASET_ID = re.compile(r"(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+-v\d+")
 _PATH_PREFIXES = ("/", "./", "../", "~")
 #: The folder inside a dataset folder that Minari reads (``minari.load_dataset`` opens ``<id>/data``).
 DATA_FOLDER = "data"
@@ -48,19 +48,27 @@ class DatasetLocation:
         id (``name-v0`` unless it ends in a version), so Minari's ``dataset.spec`` parses it."""
         if self.dataset_id:
             return self.dataset_id
-        name = re.sub(r"[^-_.\w]", "_", self.folder.name) or "dataset"
+        name = re.sub(r"[^-_\w]", "_", self.folder.name) or "dataset"
         return name if _DATASET_ID.fullmatch(name) else f"{name}-v0"
+
+
+def problem(value: object) -> str | None:
+    """Why ``value`` names no dataset (neither a path nor a well-formed Minari id), or None."""
+    if not isinstance(value, str) or not value.strip():
+        return f"expected a Minari dataset id or a path, got {value!r}"
+    if value.startswith(_PATH_PREFIXES) or Path(value).is_dir() or _DATASET_ID.fullmatch(value):
+        return None
+    return (
+        f"{value!r} is neither a path (start it with /, ./, ../ or ~) nor a Minari dataset id "
+        "((namespace/)name-vN, e.g. cartpole/ppo-v0)"
+    )
 
 
 def locate(value: str, key: str) -> DatasetLocation:
     """The location ``value`` names (``key``: the config key, for errors); no file is touched."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{key}: expected a Minari dataset id or a path, got {value!r}")
+    why = problem(value)
+    if why is not None:
+        raise ConfigError(f"{key}: {why}")
     if value.startswith(_PATH_PREFIXES) or Path(value).is_dir():
         return DatasetLocation(value, Path(value).expanduser().resolve(), None)
-    if not _DATASET_ID.fullmatch(value):
-        raise ConfigError(
-            f"{key}: {value!r} is neither a path (start it with /, ./, ../ or ~) nor a Minari dataset id "
-            "((namespace/)name-vN, e.g. cartpole/ppo-v0)"
-        )
     return DatasetLocation(value, datasets_root() / value, value)
