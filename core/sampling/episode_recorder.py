@@ -149,8 +149,10 @@ class EpisodeRecorder:
     def _trim(self) -> None:
         """Forget the steps no running episode needs (bounded memory)."""
         running = self._start[self._start >= 0]
-        keep_from = int(running.min()) if running.size else self._base + len(self._steps)
+        keep_from = self._base + len(self._steps) - 1  # the current step: act() is still to come
+        if running.size:
+            keep_from = min(keep_from, int(running.min()))
         drop = keep_from - self._base
-        if drop > 64 or (drop > 0 and drop == len(self._steps)):
+        if drop > 64 or (drop > 0 and drop == len(self._steps) - 1):
             del self._steps[:drop]
             self._base = keep_from
