@@ -6,9 +6,9 @@ episode metrics; the Trainer gives them to one :class:`DatasetRecorder`, whichev
 is (in-process, remote workers, ``rlgear serve``'s external clients).
 
 Written with Minari's own storage (``MinariStorage.new`` + ``update_episodes``, as
-``minari.create_dataset_from_buffers`` does), into a temporary folder beside the destination
-(``.<name>.partial-<pid>``), and moved into place by :meth:`DatasetRecorder.close`, which the
-Trainer's ``stop()`` calls however the run ends (stop reached, Ctrl-C, an error). So the
+``minari.create_dataset_from_buffers`` does), by a writer process, into a temporary folder beside
+the destination (``.<name>.partial-<pid>``), and moved into place by :meth:`DatasetRecorder.close`,
+which the Trainer's ``stop()`` calls however the run ends (stop reached, Ctrl-C, an error). So the
 destination never holds half a dataset: it holds the episodes finished before the end, or nothing
 (a process killed outright leaves only the ``.partial`` folder). Observations are stored losslessly
 (``jpeg_encoding=False``). The behaviour policy's log-probabilities go to each episode's
@@ -24,7 +24,7 @@ from typing import Any
 
 from rlgear.errors import DatasetError
 from rlgear.offline.gym_spaces import to_gym
-from rlgear.offline.location import DatasetLocation, locate
+from rlgear.offline.location import DATA_FOLDER, DatasetLocation, locate
 from rlgear.spaces import Space
 
 #: The ``infos`` key of the behaviour policy's action log-probabilities, per step.
@@ -46,12 +46,19 @@ def check_output(config: Any) -> DatasetLocation:
 class DatasetRecorder:
     """Appends episodes (dicts as ``EpisodeRecorder.pop`` gives them) to a new Minari dataset.
 
+    The HDF5 writes (Minari stores each episode as a group of datasets: milliseconds per episode,
+    several times the cost of sampling it) run in a child process fed through a queue, so they
+    never stall sampling; the child ignores Ctrl-C and writes until :meth:`close` says the run is
+    over, then the dataset is moved into place here.
+
     Args:
         config: the run config (``offline.*``, ``algorithm``, ``env``).
         observation_space, action_space: the env's raw spaces (what the episodes hold).
     """
 
     def __init__(self, config: Any, observation_space: Space, action_space: Space):
+        import multiprocessing
+
         from minari.dataset.minari_storage import MinariStorage
 
         self.location = check_output(config)
@@ -61,18 +68,17 @@ class DatasetRecorder:
         if self.partial.exists():
             shutil.rmtree(self.partial)
         self.partial.mkdir(parents=True)
-        self._pending: list[Any] = []
         self.episodes_written = 0
         self.steps_written = 0
         self.has_action_logp: bool | None = None
         self.closed = False
-        self.storage = MinariStorage.new(
-            self.partial / "data",
+        storage = MinariStorage.new(  # metadata.json now (a bad space fails here, at setup)
+            self.partial / DATA_FOLDER,
             observation_space=to_gym(observation_space),
             action_space=to_gym(action_space),
             env_spec=_env_spec(config),
             data_format="hdf5",
-            jpeg_encoding=False,
+            jpeg_encoding=False,  # lossless: what is read back is what the env gave
         )
         metadata: dict[str, Any] = {
             "dataset_id": self.location.name,
@@ -84,52 +90,59 @@ class DatasetRecorder:
             metadata["author"] = {self.offline.output_author}
         if self.offline.output_description:
             metadata["description"] = self.offline.output_description
-        self.storage.update_metadata(metadata)
+        storage.update_metadata(metadata)
+        # fork: no re-import of the user's __main__ (spawn would run an unguarded script again);
+        # the child touches no lock of the parent's threads (only its own queue, minari and h5py)
+        context = multiprocessing.get_context("fork")
+        self._queue = context.Queue()
+        self._results = context.Queue()
+        self._process = context.Process(
+            target=_write_loop,
+            args=(
+                self._queue,
+                self._results,
+                self.partial / DATA_FOLDER,
+                self.offline.output_flush_episodes,
+                os.getpid(),
+            ),
+            name="rlgear-dataset-writer",
+            daemon=True,
+        )
+        self._process.start()
 
     def add(self, episodes: list[dict[str, Any]]) -> None:
-        """Queue finished episodes; written every ``offline.output_flush_episodes``."""
-        if self.closed:
+        """Hand finished episodes to the writer (returns at once)."""
+        if self.closed or not episodes:
             return
-        from minari.data_collector import EpisodeBuffer
-
-        for episode in episodes:
-            logp = episode.get("action_logp")
-            if self.has_action_logp is None:
-                self.has_action_logp = logp is not None
-            infos = {ACTION_LOGP_INFO: logp} if logp is not None and self.has_action_logp else None
-            self._pending.append(
-                EpisodeBuffer(
-                    observations=episode["observations"],
-                    actions=episode["actions"],
-                    rewards=episode["rewards"],
-                    terminations=episode["terminations"],
-                    truncations=episode["truncations"],
-                    infos=infos,
-                )
-            )
-        if len(self._pending) >= self.offline.output_flush_episodes:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        self.storage.update_episodes(pending)
-        self.episodes_written += len(pending)
-        self.steps_written += sum(len(e.rewards) for e in pending)
+        if self._process.exitcode is not None:  # the writer failed (disk full ...): say so now
+            self.close()
+        self.episodes_written += len(episodes)
+        self.steps_written += sum(len(e["rewards"]) for e in episodes)
+        if self.has_action_logp is None:
+            self.has_action_logp = "action_logp" in episodes[0]
+        self._queue.put(episodes)
 
     def close(self) -> Path | None:
-        """Write what is queued and move the dataset into place; the destination, or None when no
+        """Wait for the writer, and move the dataset into place; the destination, or None when no
         episode finished (then nothing is left on disk)."""
         if self.closed:
             return None
         self.closed = True
+        if self._process.exitcode is None:
+            self._queue.put(None)
+        self._process.join()
         try:
-            self.flush()
-            if self.episodes_written == 0:
-                shutil.rmtree(self.partial, ignore_errors=True)
-                return None
-            self.storage.update_metadata({"rlgear_action_logp": bool(self.has_action_logp)})
+            status, detail = self._results.get(timeout=5)
+        except Exception:
+            status, detail = "error", f"the writer process ended with exit code {self._process.exitcode}"
+        if status != "ok":
+            raise DatasetError(
+                f"offline.output: the dataset could not be written ({detail}); what was written is in {self.partial}"
+            )
+        if self.episodes_written == 0:
+            shutil.rmtree(self.partial, ignore_errors=True)
+            return None
+        try:
             if self.location.dataset_id is not None:
                 _ensure_namespace(self.location.dataset_id)
             if self.folder.exists():  # offline.output_overwrite (checked at the start)
@@ -137,13 +150,57 @@ class DatasetRecorder:
             self.folder.parent.mkdir(parents=True, exist_ok=True)
             os.replace(self.partial, self.folder)
         except OSError as err:
-            raise DatasetError(f"offline.output: could not write the dataset {self.folder}: {err}") from err
+            raise DatasetError(
+                f"offline.output: could not move the dataset into {self.folder}: {err}"
+            ) from err
         return self.folder
 
-    def abort(self) -> None:
-        """Drop everything (the run never started)."""
-        self.closed = True
-        shutil.rmtree(self.partial, ignore_errors=True)
+
+def _write_loop(queue: Any, results: Any, data_path: Path, flush_episodes: int, parent: int) -> None:
+    """The writer process: append what arrives to the storage, in batches; ``None`` ends it."""
+    import queue as queue_mod
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes the dataset
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        from minari.data_collector import EpisodeBuffer
+        from minari.dataset.minari_storage import MinariStorage
+
+        storage = MinariStorage.read(data_path)
+        pending: list[Any] = []
+        logp_seen = False
+        while True:
+            try:
+                episodes = queue.get(timeout=2.0)
+            except queue_mod.Empty:
+                if os.getppid() != parent:  # the run died without closing: leave the .partial folder
+                    return
+                episodes = []
+            if episodes is None:
+                break
+            for episode in episodes:
+                logp = episode.get("action_logp")
+                logp_seen |= logp is not None
+                pending.append(
+                    EpisodeBuffer(
+                        observations=episode["observations"],
+                        actions=episode["actions"],
+                        rewards=episode["rewards"],
+                        terminations=episode["terminations"],
+                        truncations=episode["truncations"],
+                        infos=None if logp is None else {ACTION_LOGP_INFO: logp},
+                    )
+                )
+            if len(pending) >= flush_episodes:
+                storage.update_episodes(pending)
+                pending = []
+        if pending:
+            storage.update_episodes(pending)
+        storage.update_metadata({"rlgear_action_logp": logp_seen})
+        results.put(("ok", ""))
+    except BaseException as err:  # one line for the parent's error
+        results.put(("error", f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"))
 
 
 def _minari_version() -> str:
