@@ -7,7 +7,9 @@ is where the recorded episodes reach the dataset writer and are appended to the 
 recording side (copies in the sampler, episode assembly, deferred log-probabilities, the driver's
 writes) is all in the timed part; learning is not (it is the same with and without). The two
 alternate in short chunks so that a busy neighbour hits both alike; each rate is total steps over
-total time, and the per-round ratios show the spread. Target: recording at most 15% slower
+total time, and the per-round ratios show the spread. A third trainer records but drops the
+episodes at the writer's door (``sampler_side_only``): the cost on the sampling process alone,
+without the writer process competing for the CPUs. Target: recording at most 15% slower
 (ratio >= 0.85).
 
 Usage: python bench/offline_record.py [--rounds 20] [--chunk 4096] [--save bench/results/offline_record.json]
@@ -69,7 +71,9 @@ def sample_chunk(trainer, steps: int) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--chunk", type=int, default=4096, help="env steps per trainer per round")
     parser.add_argument("--save", type=Path, default=None)
@@ -77,11 +81,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         trainers = {"plain": make_trainer(folder, False), "recording": make_trainer(folder, True)}
+        # the sampler side alone: episodes assembled and handed over, the writer never sees them
+        sampler_only = trainers["sampler_side_only"] = make_trainer(folder / "sampler_only", True)
+        sampler_only.dataset_recorder.add = lambda episodes: None
         try:
             for trainer in trainers.values():  # warm up: first fragments, file creation
                 sample_chunk(trainer, args.chunk)
             totals = {name: [0, 0.0] for name in trainers}
-            ratios = []
+            ratios, sampler_ratios = [], []
             for _ in range(args.rounds):
                 rates = {}
                 for name, trainer in trainers.items():
@@ -90,6 +97,7 @@ def main() -> None:
                     totals[name][1] += seconds
                     rates[name] = steps / seconds
                 ratios.append(rates["recording"] / rates["plain"])
+                sampler_ratios.append(rates["sampler_side_only"] / rates["plain"])
             recorder = trainers["recording"].dataset_recorder
         finally:
             for trainer in trainers.values():
@@ -109,6 +117,9 @@ def main() -> None:
         "env_steps_per_s_recording": round(rate["recording"], 1),
         "ratio_recording_to_plain": round(ratio, 4),
         "slowdown_percent": round(100 * (1 - ratio), 2),
+        "env_steps_per_s_sampler_side_only": round(rate["sampler_side_only"], 1),
+        "ratio_sampler_side_only_to_plain": round(rate["sampler_side_only"] / rate["plain"], 4),
+        "ratio_sampler_side_only_per_round_median": round(statistics.median(sampler_ratios), 4),
         "ratio_per_round_median": round(statistics.median(ratios), 4),
         "ratio_per_round_min": round(min(ratios), 4),
         "ratio_per_round_max": round(max(ratios), 4),

@@ -110,17 +110,19 @@ class DatasetRecorder:
         )
         self._process.start()
 
-    def add(self, episodes: list[dict[str, Any]]) -> None:
-        """Hand finished episodes to the writer (returns at once)."""
-        if self.closed or not episodes:
+    def add(self, packed: dict[str, Any]) -> None:
+        """Hand finished episodes (packed, as ``EpisodeRecorder.pop`` gives them) to the writer;
+        returns at once."""
+        if self.closed:
             return
         if self._process.exitcode is not None:  # the writer failed (disk full ...): say so now
             self.close()
-        self.episodes_written += len(episodes)
-        self.steps_written += sum(len(e["rewards"]) for e in episodes)
+        lengths = packed["lengths"]
+        self.episodes_written += len(lengths)
+        self.steps_written += int(lengths.sum())
         if self.has_action_logp is None:
-            self.has_action_logp = "action_logp" in episodes[0]
-        self._queue.put(episodes)
+            self.has_action_logp = "action_logp" in packed
+        self._queue.put(packed)
 
     def close(self) -> Path | None:
         """Wait for the writer, and move the dataset into place; the destination, or None when no
@@ -167,6 +169,8 @@ def _write_loop(queue: Any, results: Any, data_path: Path, flush_episodes: int, 
         from minari.data_collector import EpisodeBuffer
         from minari.dataset.minari_storage import MinariStorage
 
+        from rlgear.sampling.episode_recorder import unpack_episodes
+
         storage = MinariStorage.read(data_path)
         pending: list[Any] = []
         logp_seen = False
@@ -176,10 +180,10 @@ def _write_loop(queue: Any, results: Any, data_path: Path, flush_episodes: int, 
             except queue_mod.Empty:
                 if os.getppid() != parent:  # the run died without closing: leave the .partial folder
                     return
-                episodes = []
+                episodes = {}
             if episodes is None:
                 break
-            for episode in episodes:
+            for episode in unpack_episodes(episodes) if episodes else ():
                 logp = episode.get("action_logp")
                 logp_seen |= logp is not None
                 pending.append(

@@ -386,13 +386,16 @@ class RolloutWorker:
     def pop_metrics(self) -> dict[str, Any]:
         """Episodes finished since the last call (summaries) and env steps taken.
 
-        With ``offline.output``, ``recorded_episodes`` holds the whole episodes finished since.
+        With ``offline.output``, ``recorded_episodes`` holds the whole episodes finished since (packed:
+        :func:`rlgear.sampling.episode_recorder.unpack_episodes`).
         A remote worker with an observation filter adds ``obs_filter_delta``: the statistics of
         the observations it saw since the last call, which the driver merges into the global filter.
         """
         out = {"episodes": self._finished, "env_steps": self._env_steps}
         if self._sampler.recorder is not None:  # offline.output: the driver writes them
-            out[RECORDED_EPISODES] = self._sampler.recorder.pop()
+            recorded = self._sampler.recorder.pop()
+            if recorded is not None:
+                out[RECORDED_EPISODES] = recorded
         if self.multi_agent:  # agent steps (results: agent_timesteps_total)
             out["agent_steps"] = self._sampler.agent_steps
         self._sampler.agent_steps = 0
