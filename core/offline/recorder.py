@@ -17,6 +17,7 @@ destination never holds half a dataset: it holds the episodes finished before th
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -143,6 +144,7 @@ class DatasetRecorder:
             )
         if self.episodes_written == 0:
             shutil.rmtree(self.partial, ignore_errors=True)
+            logging.getLogger(__name__).warning("offline.output: no episode finished; no dataset written")
             return None
         try:
             if self.location.dataset_id is not None:

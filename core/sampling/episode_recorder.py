@@ -16,7 +16,7 @@ recorder is started.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -95,11 +95,16 @@ class EpisodeRecorder:
 
     Args:
         num_envs: env slots.
-        finish: completes a dict of ``[T]`` row columns in place (the policy's
-            ``finish_fragment`` plus the sampler's taken-action merge).
+        finish: functions that complete a dict of ``[T]`` row columns in place, in order (the
+            policy's ``finish_fragment``, then the sampler's taken-action merge).
     """
 
-    def __init__(self, num_envs: int, finish: Callable[[dict[str, np.ndarray]], None], capacity: int = 512):
+    def __init__(
+        self,
+        num_envs: int,
+        finish: Sequence[Callable[[dict[str, np.ndarray]], None]] = (),
+        capacity: int = 512,
+    ):
         self.num_envs = num_envs
         self.finish = finish
         self._table = _Table(capacity)
@@ -214,7 +219,8 @@ class EpisodeRecorder:
         act_slots = np.repeat(slot, lengths)
         columns = self._table.columns
         rows = {key: columns[f"row:{key}"][act_rows, act_slots] for key in self._row_keys}
-        self.finish(rows)
+        for complete in self.finish:
+            complete(rows)
         obs = [columns[f"obs{k}"][obs_rows, obs_slots] for k in range(len(self._obs_columns or ()))]
         actions = [columns[f"action{k}"][act_rows, act_slots] for k in range(len(self._action_columns or ()))]
         packed = {

@@ -107,12 +107,8 @@ class Sampler:
                 "offline.output: recording a multi-agent env is not supported (a Minari dataset holds one "
                 "agent's episodes); record a single-agent env, or leave offline.output unset"
             )
-        policy = self._single.collector.policy
-
-        def finish(columns: dict[str, np.ndarray]) -> None:
-            policy.finish_fragment(columns)  # as a fragment's rows: deferred logp, taken actions
-            _merge_taken_logp(columns)
-
+        # an episode's rows are completed as a fragment's are: deferred logp, then taken actions' logp
+        finish = (self._single.collector.policy.finish_fragment, _merge_taken_logp)
         self.recorder = EpisodeRecorder(self.num_envs, finish)
         return self.recorder
 
