@@ -311,3 +311,42 @@ def test_recording_several_policies_or_a_multi_agent_env_is_refused(tmp_path):
             offline={"output": str(tmp_path / "ma")},
         )
     assert not Path(tmp_path / "ma").exists()
+
+
+def test_an_external_env_run_records_its_clients_episodes(tmp_path):
+    """rlgear serve's path: clients over TCP, episodes assembled in the driver's sampler all the same."""
+    import subprocess
+    import threading
+
+    from tests.test_external_learning import _clients, _config, _kill_all, _wait_address
+
+    address_file = tmp_path / "address"
+    config = _config(
+        tmp_path,
+        address_file,
+        "env.kwargs.min_clients=2",
+        "workers.num_envs_per_worker=2",
+        "training.min_env_steps_per_iteration=256",
+        "training.num_sgd_iter=1",
+        "stop={timesteps_total: 600}",
+        f"offline.output={tmp_path / 'ds'}",
+    )
+    procs: list[subprocess.Popen] = []
+    launcher = threading.Thread(
+        target=lambda: procs.extend(_clients(_wait_address(address_file), (1, 2), stdout=subprocess.DEVNULL)),
+        daemon=True,
+    )
+    launcher.start()
+    try:
+        result = rlgear.train(config)
+    finally:
+        launcher.join(60)
+        _kill_all(procs)
+    dataset = minari.MinariDataset(str(tmp_path / "ds" / "data"))
+    assert dataset.total_episodes == result["episodes_total"] >= 1
+    for episode in dataset:
+        assert not episode.truncations.any()  # CartPole-v1's 500-step limit is never reached here
+        assert episode.terminations[-1] and not episode.terminations[:-1].any()
+        last = episode.observations[-1]
+        assert abs(last[0]) > 2.4 or abs(last[2]) > 12 * 2 * np.pi / 360  # the pole fell: a true terminal
+        assert len(episode.infos["action_logp"]) == len(episode.rewards)
