@@ -514,8 +514,13 @@ class Trainer:
 
     def stop(self) -> None:
         """Release envs, processes and files (``offline.output``: the dataset is completed first)."""
-        if self.dataset_recorder is not None:
-            self.dataset_recorder.close()
+        try:
+            if self.dataset_recorder is not None:
+                self.dataset_recorder.close()
+        finally:
+            self._stop_workers()
+
+    def _stop_workers(self) -> None:
         self.workers.stop()
         if hasattr(self.learner, "stop"):  # learner actors
             self.learner.stop()

@@ -247,6 +247,39 @@ def test_a_bounded_buffer_streams_the_dataset_pass_after_pass(cartpole_dataset):
     assert stream.episodes_read > data.total_episodes
 
 
+@pytest.mark.filterwarnings("ignore:.*is set to None:UserWarning", "ignore:env_spec is None:UserWarning")
+def test_a_dataset_minari_wrote_reads_without_logp(datasets_path):
+    import gymnasium as gym
+    from minari.data_collector import EpisodeBuffer
+
+    rng = np.random.default_rng(0)
+    buffers = [
+        EpisodeBuffer(
+            observations=rng.random((t + 1, 3)).astype(np.float32),
+            actions=rng.integers(0, 2, t),
+            rewards=list(rng.random(t)),
+            terminations=[False] * (t - 1) + [True],
+            truncations=[False] * t,
+        )
+        for t in (3, 5, 4)
+    ]
+    minari.create_dataset_from_buffers(
+        "made-by-minari-v0", buffers, observation_space=gym.spaces.Box(0, 1, (3,), np.float32),
+        action_space=gym.spaces.Discrete(2), algorithm_name="random", author="a", author_email="a@b",
+        code_permalink="x", description="d",
+    )  # fmt: skip
+    data = open_datasets(
+        "made-by-minari-v0", observation_space=Box(np.zeros(3), np.ones(3)), action_space=Discrete(2)
+    )
+    assert not data.has_action_logp and data.total_episodes == 3 and data.total_steps == 12
+    for ours, theirs in zip(data.episodes(), buffers, strict=True):
+        np.testing.assert_array_equal(ours.observations, theirs.observations)
+        np.testing.assert_array_equal(ours.rewards, np.float32(theirs.rewards))
+        assert ours.action_logp is None and ours.terminations[-1]
+    batch = next(data.transitions(5, np.random.default_rng(0)))
+    assert SampleBatch.ACTION_LOGP not in batch and len(batch) == 5
+
+
 # ------------------------------------------------------------------ bad input
 
 
