@@ -25,6 +25,7 @@ from rlgear.config.sections import (
     LearnersConfig,
     LoggingConfig,
     ModelConfig,
+    OfflineConfig,
     WorkersConfig,
 )
 from rlgear.config.training import TrainingConfig
@@ -35,12 +36,15 @@ TOP_LEVEL = (
      "Algorithm plugin (entry-point group rlgear.algorithms): ppo, pg, a2c, dqn, impala, a3c or an installed "
      "third-party name; {name: ..., package: ...} picks one package's plugin when several register the name."),
     ("backend", "a string", "torch", "Framework backend plugin (entry-point group rlgear.backends): torch or tf."),
-    ("env", "a mapping", "(required)", "Which environment, through which adapter: the env section below."),
+    ("env", "a mapping", "(required)",
+     "Which environment, through which adapter: the env section below. Offline algorithms (bc, marwil) "
+     "may leave it out: it then only serves evaluation episodes."),
     ("model", "a mapping", "{}", "The network: the model section below."),
     ("training", "a mapping", "{}",
      "The algorithm's hyperparameters: the common keys below plus the algorithm's own (its page)."),
     ("workers", "a mapping", "{}", "Sampling: workers, envs, fragments (the workers section below)."),
     ("learners", "a mapping", "{}", "Learning: the device and the number of learner processes (below)."),
+    ("offline", "a mapping", "{}", "Datasets to learn from or to record (the offline section below)."),
     ("stop", "a mapping", "{}",
      "Result key -> threshold; the run ends when any is reached (>=). Keys: training_iteration, "
      "timesteps_total, episode_return_mean, ... or a learner/*, evaluation/* or custom_metrics/* path."),
@@ -60,6 +64,7 @@ SECTIONS: tuple[tuple[str, type, str], ...] = (
     ("model", ModelConfig, "The network: the built-in MLP catalog, or your own model class."),
     ("workers", WorkersConfig, "Sampling: rollout workers, envs per worker, and how experience is cut."),
     ("learners", LearnersConfig, "Learning: the device, and N data-parallel learner actors on Ray."),
+    ("offline", OfflineConfig, "Datasets: what offline algorithms learn from, what a run records."),
     ("training", TrainingConfig, "Hyperparameters every algorithm has; each algorithm adds its own."),
     ("checkpoint", CheckpointConfig, "When checkpoints are written and how many are kept."),
     ("logging", LoggingConfig, "Run folders, TensorBoard and the progress display."),

@@ -284,10 +284,22 @@ class LoggingConfig:
     progress_interval_s: float = doc("Minimum seconds between two plain progress lines.", 2.0)
 
 
+@dataclass
+class OfflineConfig:
+    """Datasets a run learns from (``input``) or records (``output``): Minari datasets (docs/offline.md)."""
+
+    input: str | list[str] | None = doc(
+        "Dataset(s) an offline algorithm (bc, marwil) learns from: a Minari dataset id or path, or a "
+        "list of them (null: none).",
+        None,
+    )
+    output: str | None = doc("Record the run's sampled episodes as this Minari dataset (null: off).", None)
+
+
 #: The keys a config file may have at its top level (``tune`` is read by ``rlgear tune`` only).
 TOP_LEVEL_KEYS = (
     "algorithm", "backend", "env", "model", "training", "workers", "learners",
-    "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
+    "stop", "checkpoint", "logging", "seed", "multiagent", "offline", "tune",
 )  # fmt: skip
 
 
@@ -306,6 +318,7 @@ class RunConfig:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     workers: WorkersConfig = dataclasses.field(default_factory=WorkersConfig)
     learners: LearnersConfig = dataclasses.field(default_factory=LearnersConfig)
+    offline: OfflineConfig = dataclasses.field(default_factory=OfflineConfig)
     stop: dict[str, float] = dataclasses.field(default_factory=dict)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
@@ -324,6 +337,11 @@ class RunConfig:
         if out["multiagent"] is None:  # single-agent configs read and save as they always did
             out.pop("multiagent")
         return out
+
+    @property
+    def has_env(self) -> bool:
+        """False for a run without an ``env`` section (offline algorithms: ``env.name`` is empty)."""
+        return bool(self.env.name)
 
     def fail(self, path: str, message: str) -> ConfigError:
         """A ConfigError about key ``path``, prefixed as config errors are: ``FILE: path: ...`` or
