@@ -48,12 +48,16 @@ class InMemoryData:
         self.has_action_logp = all(e.action_logp is not None for e in episodes)
         self.env_id = "CartPole-v1"
 
-    def episodes(self, shard: int = 0, num_shards: int = 1, rng: np.random.Generator | None = None) -> Iterator[Episode]:
+    def episodes(
+        self, shard: int = 0, num_shards: int = 1, rng: np.random.Generator | None = None
+    ) -> Iterator[Episode]:
         order = np.arange(len(self._episodes)) if rng is None else rng.permutation(len(self._episodes))
         for index in order[shard::num_shards]:
             yield self._episodes[index]
 
-    def transitions(self, batch_size: int, rng: np.random.Generator, shard: int = 0, num_shards: int = 1) -> Iterator[SB]:
+    def transitions(
+        self, batch_size: int, rng: np.random.Generator, shard: int = 0, num_shards: int = 1
+    ) -> Iterator[SB]:
         obs = np.concatenate([e.observations[:-1] for e in self._episodes])
         next_obs = np.concatenate([e.observations[1:] for e in self._episodes])
         columns = {
@@ -69,7 +73,9 @@ class InMemoryData:
             yield SB({key: value[rows] for key, value in columns.items()})
 
 
-def record_cartpole(policy: Callable[[np.ndarray, np.random.Generator], int], episodes: int, seed: int) -> InMemoryData:
+def record_cartpole(
+    policy: Callable[[np.ndarray, np.random.Generator], int], episodes: int, seed: int
+) -> InMemoryData:
     """``episodes`` CartPole-v1 episodes of ``policy(obs, rng)``, as the reader would give them."""
     env = gym.make("CartPole-v1")
     rng = np.random.default_rng(seed)

@@ -125,7 +125,7 @@ def test_loss_and_update_match_reference(tmp_path, backend, case):
         weights = policy.get_weights()
         _, expected, fixed = reference(weights, batch, settings, continuous, norm)
         grads = finite_difference_gradient(
-            lambda w, f=fixed: reference(w, batch, settings, continuous, norm, f)[0], weights
+            lambda w, f=fixed, n=norm: reference(w, batch, settings, continuous, n, f)[0], weights
         )
         stats, update = sgd_step(policy, batch)
         for key, value in expected.items():
@@ -195,5 +195,7 @@ def test_value_targets_ask_the_value_only_for_a_truncated_episode():
     assert asked == []
     rows["terminateds"] = np.array([False, False])
     rows["truncateds"] = np.array([False, True])
-    np.testing.assert_allclose(postprocess(rows, np.ones((1, 1)))[SB.VALUE_TARGETS], [1.5 + 0.25 * 5, 1.0 + 0.5 * 5])
+    np.testing.assert_allclose(
+        postprocess(rows, np.ones((1, 1)))[SB.VALUE_TARGETS], [1.5 + 0.25 * 5, 1.0 + 0.5 * 5]
+    )
     assert len(asked) == 1

@@ -92,4 +92,6 @@ class MARWILConfig(BCConfig):
                 f"expected a number in [0, 1], got {self.moving_average_sqd_adv_norm_update_rate}",
             )
         if self.episode_buffer_size < 1:
-            raise fail("training.episode_buffer_size", f"expected a positive integer, got {self.episode_buffer_size}")
+            raise fail(
+                "training.episode_buffer_size", f"expected a positive integer, got {self.episode_buffer_size}"
+            )

@@ -25,7 +25,9 @@ def returns_to_go(rewards: np.ndarray, terminated: bool, bootstrap_value: float,
     steps = len(rewards)
     step_types = np.full(steps + 1, StepType.MID, dtype=np.int32)
     step_types[0], step_types[-1] = StepType.FIRST, StepType.LAST
-    alf_rewards = np.concatenate([[0.0], np.asarray(rewards, dtype=np.float64)])  # reward arrives with the next step
+    alf_rewards = np.concatenate(
+        [[0.0], np.asarray(rewards, dtype=np.float64)]
+    )  # reward arrives with the next step
     discounts = np.full(steps + 1, gamma, dtype=np.float64)
     discounts[0] = 1.0
     discounts[-1] = 0.0 if terminated else gamma
@@ -48,7 +50,9 @@ def state_value(policy: object, observation: np.ndarray) -> float:
     return float(np.asarray(extras[SB.VF_PREDS]).reshape(-1)[0])
 
 
-def add_value_targets(gamma: float, value_of: Callable[[np.ndarray], float]) -> Callable[[SB, np.ndarray], SB]:
+def add_value_targets(
+    gamma: float, value_of: Callable[[np.ndarray], float]
+) -> Callable[[SB, np.ndarray], SB]:
     """The episode postprocessing of :class:`~rlgear.plugins.families.offline.EpisodeBatches`: adds
     ``value_targets`` (returns-to-go), bootstrapping from ``value_of(final observation)`` unless the
     episode terminated."""

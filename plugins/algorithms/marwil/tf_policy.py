@@ -52,7 +52,9 @@ class MARWILTFPolicy(TFPolicy):
         advantages = batch[SB.VALUE_TARGETS] - values
         sqd_adv_mean = masked_mean(advantages**2, mask)
         norm = self._sqd_adv_norm
-        updated = norm + settings.moving_average_sqd_adv_norm_update_rate * (tf.stop_gradient(sqd_adv_mean) - norm)
+        updated = norm + settings.moving_average_sqd_adv_norm_update_rate * (
+            tf.stop_gradient(sqd_adv_mean) - norm
+        )
         norm.assign(updated)
         weights = tf.stop_gradient(tf.exp(settings.beta * advantages / (1e-8 + tf.sqrt(updated))))
         policy_loss = -masked_mean(weights * logp, mask)

@@ -175,6 +175,8 @@ class EpisodeBatches(_Counted):
         order = self.rng.permutation(len(buffer))
         buffer = SB({key: value[order] for key, value in buffer.items()})
         whole = len(buffer) // self.batch_size * self.batch_size
-        self._ready = [buffer.slice(start, start + self.batch_size) for start in range(0, whole, self.batch_size)]
+        self._ready = [
+            buffer.slice(start, start + self.batch_size) for start in range(0, whole, self.batch_size)
+        ]
         self._ready.reverse()
         self._leftover = buffer.slice(whole, len(buffer)) if whole < len(buffer) else None

@@ -128,7 +128,9 @@ def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint
     except ValueError as err:
         raise CheckpointError(f"{source}: the checkpoint does not fit this trainer's config: {err}") from err
     if same_backend:
-        trainer.backend.set_rng_state({k.removeprefix("rng/"): v for k, v in arrays.items() if k.startswith("rng/")})
+        trainer.backend.set_rng_state(
+            {k.removeprefix("rng/"): v for k, v in arrays.items() if k.startswith("rng/")}
+        )
     if filter_arrays:
         obs_filter.set_state(filter_arrays, "the checkpoint")
     counters = state["counters"]

@@ -111,7 +111,9 @@ class OfflineTrainer(Trainer):
         """The minibatches each learner update takes (single transitions by default; an algorithm
         whose loss needs whole episodes returns an
         :class:`~rlgear.plugins.families.offline.EpisodeBatches`)."""
-        return TransitionBatches(self.data, self.observations, self.config.training.train_batch_size, self.data_rng)
+        return TransitionBatches(
+            self.data, self.observations, self.config.training.train_batch_size, self.data_rng
+        )
 
     # --- the iteration ------------------------------------------------------------
     def training_step(self) -> dict[str, float]:
