@@ -155,7 +155,7 @@ def check_env_adapter(config: RunConfig) -> None:
     """
     from rlgear.discovery import registry
 
-    if config.env.adapter in registry.names("env"):
+    if config.has_env and config.env.adapter in registry.names("env"):
         registry.load_env_adapter(config.env.adapter).check_config(config)
 
 

@@ -59,9 +59,8 @@ def resolve(
             "the 'tune' section describes an experiment: run it with 'rlgear tune CONFIG' "
             "('rlgear train' runs one config; remove the section to train once)",
         )
-    for required in ("algorithm", "env"):
-        if required not in raw:
-            raise fail(required, "missing required key")
+    if "algorithm" not in raw:
+        raise fail("algorithm", "missing required key")
     algorithm = raw["algorithm"]
     if isinstance(algorithm, Mapping) and set(algorithm) <= {"name", "package"} and "name" in algorithm:
         # {name: ppo, package: rlgear-thirdparty}: which package's ppo, when several register one
@@ -82,12 +81,15 @@ def resolve(
         except PluginError as err:  # name the file (or --set) and the key the user has to fix
             raise PluginError(str(fail("algorithm", str(err)))) from err
         training_class = algorithm_class.config_class
+    if "env" not in raw and training_class.requires_env:
+        raise fail("env", "missing required key")
     rename_keys(
         raw, fail, origins, declared={"training": {f.name for f in dataclasses.fields(training_class)}}
     )
     sections: dict[str, Any] = {
         "algorithm": raw["algorithm"],
-        "env": build(EnvConfig, raw.get("env"), "env", fail),
+        # No env section (an offline algorithm without evaluation): the empty name says so (has_env).
+        "env": build(EnvConfig, raw["env"], "env", fail) if "env" in raw else EnvConfig(name=""),
         "training": build(training_class, raw.get("training"), "training", fail),
     }
     if "backend" in raw:

@@ -36,7 +36,9 @@ TOP_LEVEL = (
      "Algorithm plugin (entry-point group rlgear.algorithms): ppo, pg, a2c, dqn, impala, a3c or an installed "
      "third-party name; {name: ..., package: ...} picks one package's plugin when several register the name."),
     ("backend", "a string", "torch", "Framework backend plugin (entry-point group rlgear.backends): torch or tf."),
-    ("env", "a mapping", "(required)", "Which environment, through which adapter: the env section below."),
+    ("env", "a mapping", "(required)",
+     "Which environment, through which adapter: the env section below. Offline algorithms (bc, marwil) "
+     "may leave it out: it then only serves evaluation episodes."),
     ("model", "a mapping", "{}", "The network: the model section below."),
     ("training", "a mapping", "{}",
      "The algorithm's hyperparameters: the common keys below plus the algorithm's own (its page)."),

@@ -361,6 +361,11 @@ class RunConfig:
             out.pop("multiagent")
         return out
 
+    @property
+    def has_env(self) -> bool:
+        """False for a run without an ``env`` section (offline algorithms: ``env.name`` is empty)."""
+        return bool(self.env.name)
+
     def fail(self, path: str, message: str) -> ConfigError:
         """A ConfigError about key ``path``, prefixed as config errors are: ``FILE: path: ...`` or
         ``--set path=value: path: ...``. For plugin code (an adapter's ``make``, a Trainer's

@@ -11,7 +11,7 @@ beside the fields they check; :func:`rlgear.config.checks.check_ranges` calls th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rlgear.config.schema import doc
 from rlgear.errors import did_you_mean
@@ -29,6 +29,10 @@ class BaseTrainingConfig:
     only the keys it uses (``training.lr`` on such an algorithm is an unknown
     key). Gradient-based algorithms derive from :class:`TrainingConfig`.
     """
+
+    #: False for an algorithm that learns from a dataset (bc, marwil): its config may leave out the
+    #: ``env`` section, which then only serves evaluation episodes.
+    requires_env: ClassVar[bool] = True
 
     min_time_s_per_iteration: float = doc(
         "An iteration repeats training steps until at least this many seconds have passed.", 0.0

@@ -22,7 +22,32 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return f"{value:,}"
 
 
+#: Result keys of a run that learns from a dataset (it samples no env steps): the progress counts
+#: its gradient steps and dataset epochs instead.
+GRADIENT_STEPS_KEY = "learner/num_gradient_steps"
+DATASET_EPOCHS_KEY = "offline/dataset_epochs"
+
+
+def learns_from_data(result: dict[str, Any]) -> bool:
+    """True for an offline run's result (it has dataset epochs): progress counts gradient steps."""
+    return DATASET_EPOCHS_KEY in result
+
+
+def progress_count(result: dict[str, Any]) -> float:
+    """What the progress bar advances by: gradient steps for an offline run, else env steps."""
+    if learns_from_data(result):
+        return float(result.get(GRADIENT_STEPS_KEY, 0))
+    return result["timesteps_total"]
+
+
 def summary_line(result: dict[str, Any]) -> str:
+    if learns_from_data(result):
+        return (
+            f"iter {result['training_iteration']:>4} | grad steps {int(progress_count(result)):>9,} | "
+            f"epochs {result[DATASET_EPOCHS_KEY]:.2f} | "
+            f"eval return {_fmt(result.get('evaluation/episode_return_mean'))} | "
+            f"{result['time_total_s']:.1f} s"
+        )
     return (
         f"iter {result['training_iteration']:>4} | steps {result['timesteps_total']:>9,} | "
         f"return {_fmt(result.get('episode_return_mean'))} "
@@ -44,7 +69,8 @@ class Progress:
         if mode == "rich":
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            total = stop.get("timesteps_total")
+            # the bar runs towards the first step-count stop criterion (env steps, or gradient steps)
+            total = stop.get("timesteps_total", stop.get(GRADIENT_STEPS_KEY))
             self._progress = Progress(
                 TextColumn("[bold]training[/bold]"),
                 BarColumn(),
@@ -57,7 +83,7 @@ class Progress:
 
     def update(self, result: dict[str, Any]) -> None:
         if self.mode == "rich":
-            self._progress.update(self._task, completed=result["timesteps_total"], line=summary_line(result))
+            self._progress.update(self._task, completed=progress_count(result), line=summary_line(result))
         elif self.mode == "plain":
             now = time.monotonic()
             if now - self._last_print >= self.interval_s:

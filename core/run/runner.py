@@ -57,7 +57,8 @@ def new_run_dir(config: RunConfig) -> Path:
                 f"--resume {run_dir}, or pick another name"
             )
         return run_dir
-    env = re.sub(r"[^A-Za-z0-9_.-]+", "-", config.env.name).strip("-")
+    # a run without an env (an offline algorithm) is named after its data
+    env = re.sub(r"[^A-Za-z0-9_.-]+", "-", config.env.name or "dataset").strip("-")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = parent / f"{config.algorithm}_{env}_{stamp}"
     suffix = 1

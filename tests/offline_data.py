@@ -1,0 +1,119 @@
+"""A test double of the dataset reader (``rlgear.offline.dataset.open_datasets``) over in-memory episodes.
+
+Test fixture only: it implements the interface the offline trainer reads
+(:class:`rlgear.plugins.families.offline.data.OfflineData`) so that bc and marwil are tested
+without Minari files, and records episodes of scripted CartPole policies to fill it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlgear.plugins.envs.gymnasium_env import convert_space
+from rlgear.sample_batch import SampleBatch as SB
+
+#: A linear CartPole controller that keeps the pole up for all 500 steps (checked in the tests).
+EXPERT_WEIGHTS = np.array([0.1, 0.5, 3.0, 1.0])
+
+
+def expert_action(obs: np.ndarray) -> int:
+    return int(np.dot(EXPERT_WEIGHTS, obs) > 0)
+
+
+@dataclass
+class Episode:
+    observations: np.ndarray  # [T + 1, ...]
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    action_logp: np.ndarray | None
+    id: int
+
+
+class InMemoryData:
+    """The reader's interface over a list of episodes (transitions drawn uniformly, with replacement)."""
+
+    def __init__(self, episodes: list[Episode], observation_space: Any, action_space: Any):
+        self._episodes = episodes
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.total_steps = sum(len(e.actions) for e in episodes)
+        self.total_episodes = len(episodes)
+        self.has_action_logp = all(e.action_logp is not None for e in episodes)
+        self.env_id = "CartPole-v1"
+
+    def episodes(
+        self, shard: int = 0, num_shards: int = 1, rng: np.random.Generator | None = None
+    ) -> Iterator[Episode]:
+        order = np.arange(len(self._episodes)) if rng is None else rng.permutation(len(self._episodes))
+        for index in order[shard::num_shards]:
+            yield self._episodes[index]
+
+    def transitions(
+        self, batch_size: int, rng: np.random.Generator, shard: int = 0, num_shards: int = 1
+    ) -> Iterator[SB]:
+        obs = np.concatenate([e.observations[:-1] for e in self._episodes])
+        next_obs = np.concatenate([e.observations[1:] for e in self._episodes])
+        columns = {
+            SB.OBS: obs,
+            SB.ACTIONS: np.concatenate([e.actions for e in self._episodes]),
+            SB.REWARDS: np.concatenate([e.rewards for e in self._episodes]),
+            SB.NEXT_OBS: next_obs,
+            "terminateds": np.concatenate([e.terminations for e in self._episodes]),
+            "truncateds": np.concatenate([e.truncations for e in self._episodes]),
+        }
+        while True:
+            rows = rng.integers(len(obs), size=batch_size)
+            yield SB({key: value[rows] for key, value in columns.items()})
+
+
+def record_cartpole(
+    policy: Callable[[np.ndarray, np.random.Generator], int], episodes: int, seed: int
+) -> InMemoryData:
+    """``episodes`` CartPole-v1 episodes of ``policy(obs, rng)``, as the reader would give them."""
+    env = gym.make("CartPole-v1")
+    rng = np.random.default_rng(seed)
+    recorded = []
+    for index in range(episodes):
+        obs, _ = env.reset(seed=seed + index)
+        observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
+        while True:
+            action = policy(obs, rng)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            observations.append(obs)
+            actions.append(action)
+            rewards.append(reward)
+            terminations.append(terminated)
+            truncations.append(truncated)
+            if terminated or truncated:
+                break
+        recorded.append(
+            Episode(
+                np.asarray(observations, dtype=np.float32),
+                np.asarray(actions, dtype=np.int64),
+                np.asarray(rewards, dtype=np.float32),
+                np.asarray(terminations),
+                np.asarray(truncations),
+                None,
+                index,
+            )
+        )
+    env.close()
+    return InMemoryData(
+        recorded,
+        convert_space(env.observation_space, "observation", "CartPole-v1"),
+        convert_space(env.action_space, "action", "CartPole-v1"),
+    )
+
+
+def use_data(monkeypatch: Any, data: InMemoryData) -> None:
+    """Make offline trainers read ``data`` whatever ``offline.input`` says."""
+    from rlgear.plugins.families.offline import offline_trainer
+
+    monkeypatch.setattr(offline_trainer, "open_data", lambda config: data)
