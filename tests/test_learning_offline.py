@@ -21,7 +21,7 @@ def train(tmp_path, algorithm, iterations, steps, **training):
         "algorithm": algorithm,
         "seed": 1,
         "env": {"name": "CartPole-v1"},
-        "offline": {"input": "in-memory"},
+        "offline": {"input": "tests/in-memory-v0"},
         "training": {
             "num_gradient_steps_per_iteration": steps,
             "lr": 1e-3,

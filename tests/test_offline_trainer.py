@@ -25,7 +25,7 @@ def raw_config(tmp_path, algorithm="bc", env=False, **training):
     raw = {
         "algorithm": algorithm,
         "seed": 5,
-        "offline": {"input": "in-memory"},
+        "offline": {"input": "tests/in-memory-v0"},
         "training": {"num_gradient_steps_per_iteration": 5, "train_batch_size": 32, **training},
         "model": {"hidden_sizes": [16]},
         "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
@@ -124,7 +124,7 @@ def test_evaluates_in_env_and_checks_its_spaces(tmp_path, monkeypatch, expert_da
     assert result["evaluation/episodes"] == 2 and result["evaluation/episode_return_mean"] > 0
     raw = raw_config(tmp_path, env=True)
     raw["env"] = {"name": "Pendulum-v1"}
-    with pytest.raises(ConfigError, match=r"env .Pendulum-v1. has observations .* dataset .in-memory. has"):
+    with pytest.raises(ConfigError, match=r"env .Pendulum-v1. has observations .* dataset .tests/in-memory-v0. has"):
         registry.load_algorithm("bc")(raw)
 
 
