@@ -56,3 +56,25 @@ def test_marwil_learns_from_returns_where_bc_cannot(tmp_path, monkeypatch):
     bc = train(tmp_path, "bc", iterations=8, steps=250)
     assert max(marwil) >= 150, marwil
     assert max(bc) < 60, bc
+
+
+# Discrete CQL and IQL on the same half-good data as MARWIL above, where BC stays below 60.
+# Budgets: 4 x 500 gradient steps each (~30 s each on 2 loaded cores); seeds fixed (1).
+def half_good_data(monkeypatch):
+    def half_good(obs, rng):
+        good = expert_action(obs)
+        return good if rng.random() < 0.5 else 1 - good
+
+    use_data(monkeypatch, record_cartpole(half_good, episodes=300, seed=0))
+
+
+def test_discrete_cql_learns_from_returns_where_bc_cannot(tmp_path, monkeypatch):
+    half_good_data(monkeypatch)
+    returns = train(tmp_path, "discrete_cql", iterations=4, steps=500, target_network_update_freq=100)
+    assert max(returns) >= 150, returns
+
+
+def test_discrete_iql_learns_from_returns_where_bc_cannot(tmp_path, monkeypatch):
+    half_good_data(monkeypatch)
+    returns = train(tmp_path, "iql", iterations=4, steps=500, tau=0.01)
+    assert max(returns) >= 150, returns

@@ -69,13 +69,25 @@ class _Counted:
 
 
 class TransitionBatches(_Counted):
-    """Minibatches of ``batch_size`` single transitions, drawn by the dataset reader from ``rng``."""
+    """Minibatches of ``batch_size`` single transitions, drawn by the dataset reader from ``rng``.
+
+    With ``gamma``, each row also gets ``discounts = gamma * (1 - terminated)``: the one-step rows
+    of the replay family (``rewards`` plus ``discounts`` times the value of ``next_obs``), so
+    off-policy losses written for replayed rows (SAC's, DQN's) read dataset rows unchanged. A
+    truncated row keeps ``gamma``: it bootstraps from ``next_obs``.
+    """
 
     def __init__(
-        self, data: OfflineData, observations: DatasetObservations, batch_size: int, rng: np.random.Generator
+        self,
+        data: OfflineData,
+        observations: DatasetObservations,
+        batch_size: int,
+        rng: np.random.Generator,
+        gamma: float | None = None,
     ):
         self.data = data
         self.observations = observations
+        self.gamma = gamma
         self._stream = data.transitions(batch_size, rng)
 
     def __iter__(self) -> Iterator[SB]:
@@ -91,6 +103,9 @@ class TransitionBatches(_Counted):
                 columns[obs_key] = self.observations(columns[obs_key])
                 if mask is not None:
                     columns[mask_key] = mask
+        if self.gamma is not None:
+            terminated = np.asarray(columns[TERMINATEDS], dtype=bool)
+            columns[SB.DISCOUNTS] = np.where(terminated, 0.0, self.gamma).astype(np.float32)
         return SB(columns)
 
 

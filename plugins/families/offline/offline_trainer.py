@@ -50,7 +50,8 @@ class OfflineTrainer(Trainer):
 
     A subclass sets ``name``, ``config_class`` (an
     :class:`~rlgear.plugins.families.offline.OfflineTrainingConfig`) and ``policies``, and overrides
-    :meth:`make_batches` when its loss needs more than single transitions.
+    :meth:`make_batches` when its loss needs more than single transitions (or their discounts) and
+    :meth:`after_gradient_step` for periodic work between updates.
     """
 
     # --- setup --------------------------------------------------------------------
@@ -115,6 +116,10 @@ class OfflineTrainer(Trainer):
             self.data, self.observations, self.config.training.train_batch_size, self.data_rng
         )
 
+    def after_gradient_step(self) -> None:
+        """Called after every learner update, ``num_gradient_steps`` already counting it (discrete
+        CQL moves its target network here every ``target_network_update_freq`` steps)."""
+
     # --- the iteration ------------------------------------------------------------
     def training_step(self) -> dict[str, float]:
         """``num_gradient_steps_per_iteration`` learner updates; their stats (means, counters last)."""
@@ -124,6 +129,7 @@ class OfflineTrainer(Trainer):
         for _ in range(steps):
             stats = self.learner.update(next(self.batches))
             self.num_gradient_steps += 1
+            self.after_gradient_step()
             for key, value in stats.items():
                 if key.rsplit("/", 1)[-1] in _LAST_VALUE_STATS:
                     last[key] = value
