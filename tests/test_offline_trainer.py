@@ -124,7 +124,9 @@ def test_evaluates_in_env_and_checks_its_spaces(tmp_path, monkeypatch, expert_da
     assert result["evaluation/episodes"] == 2 and result["evaluation/episode_return_mean"] > 0
     raw = raw_config(tmp_path, env=True)
     raw["env"] = {"name": "Pendulum-v1"}
-    with pytest.raises(ConfigError, match=r"env .Pendulum-v1. has observations .* dataset .tests/in-memory-v0. has"):
+    with pytest.raises(
+        ConfigError, match=r"env .Pendulum-v1. has observations .* dataset .tests/in-memory-v0. has"
+    ):
         registry.load_algorithm("bc")(raw)
 
 
