@@ -41,6 +41,10 @@ class LinearQ:
     def __call__(self, features: np.ndarray) -> np.ndarray:
         return _with_bias(features) @ self.weights
 
+    def rows_per_fit(self, available: int) -> int:
+        """Every row: the least squares solution is exact on all of them."""
+        return available
+
     def fit(
         self, features: np.ndarray, actions: np.ndarray, targets: np.ndarray, rng: np.random.Generator
     ) -> float:
@@ -57,7 +61,8 @@ class LinearQ:
 
 
 class MLPQ:
-    """A ReLU MLP ``features -> [num_actions]`` trained by Adam on the squared error at the data's actions."""
+    """A ReLU MLP ``features -> [num_actions]`` trained by Adam on the squared error at the data's actions
+    (float32: each iteration's targets take a pass over every transition)."""
 
     def __init__(
         self,
@@ -72,7 +77,8 @@ class MLPQ:
         sizes = [num_features, *hidden_sizes, num_actions]
         self.params: list[np.ndarray] = []
         for fan_in, fan_out in itertools.pairwise(sizes):
-            self.params += [rng.normal(0.0, np.sqrt(2.0 / fan_in), (fan_in, fan_out)), np.zeros(fan_out)]
+            weights = rng.normal(0.0, np.sqrt(2.0 / fan_in), (fan_in, fan_out)).astype(np.float32)
+            self.params += [weights, np.zeros(fan_out, np.float32)]
         self.params[-2][:] = 0.0  # Q_0 = 0, as the linear model's
         self.sgd_steps, self.batch_size, self.lr = sgd_steps, batch_size, lr
         self._m = [np.zeros_like(p) for p in self.params]
@@ -83,33 +89,45 @@ class MLPQ:
         return self._forward(features)[-1]
 
     def _forward(self, features: np.ndarray) -> list[np.ndarray]:
-        outputs = [np.asarray(features, np.float64)]
+        outputs = [np.asarray(features, np.float32)]
         layers = len(self.params) // 2
         for i in range(layers):
             z = outputs[-1] @ self.params[2 * i] + self.params[2 * i + 1]
             outputs.append(np.maximum(z, 0.0) if i < layers - 1 else z)
         return outputs
 
+    def rows_per_fit(self, available: int) -> int:
+        """Rows one regression reads: ``sgd_steps`` minibatches, drawn by the caller, which computes
+        the targets of these rows only (a pass over every transition would cost more than the fit)."""
+        return self.sgd_steps * min(self.batch_size, available)
+
     def fit(
         self, features: np.ndarray, actions: np.ndarray, targets: np.ndarray, rng: np.random.Generator
     ) -> float:
-        for _ in range(self.sgd_steps):
-            rows = rng.integers(0, len(targets), min(self.batch_size, len(targets)))
-            self._adam_step(self._gradients(features[rows], actions[rows], targets[rows]))
-        return _mse(self(features), actions, targets)
+        """Adam steps on consecutive minibatches of the given (already drawn) rows."""
+        losses = []
+        for start in range(0, len(targets), self.batch_size):
+            rows = slice(start, start + self.batch_size)
+            grads, loss = self._gradients(features[rows], actions[rows], targets[rows])
+            self._adam_step(grads)
+            losses.append(loss)
+        return float(np.mean(losses))
 
-    def _gradients(self, features: np.ndarray, actions: np.ndarray, targets: np.ndarray) -> list[np.ndarray]:
+    def _gradients(
+        self, features: np.ndarray, actions: np.ndarray, targets: np.ndarray
+    ) -> tuple[list[np.ndarray], float]:
         outputs = self._forward(features)
         rows = np.arange(len(targets))
+        errors = outputs[-1][rows, actions] - targets
         delta = np.zeros_like(outputs[-1])
-        delta[rows, actions] = 2.0 * (outputs[-1][rows, actions] - targets) / len(targets)
+        delta[rows, actions] = 2.0 * errors / len(targets)
         grads: list[np.ndarray] = [np.empty(0)] * len(self.params)
         for i in reversed(range(len(self.params) // 2)):
             grads[2 * i] = outputs[i].T @ delta
             grads[2 * i + 1] = delta.sum(axis=0)
             if i > 0:
                 delta = (delta @ self.params[2 * i].T) * (outputs[i] > 0)
-        return grads
+        return grads, float(np.mean(errors**2))
 
     def _adam_step(self, grads: list[np.ndarray], beta1: float = 0.9, beta2: float = 0.999) -> None:
         self._t += 1
@@ -167,10 +185,13 @@ class FittedQEvaluation:
         else:
             self.model = LinearQ(features.shape[1], self.num_actions)
         self.losses = []
+        count = len(rewards)
         for _ in range(self.iterations):
-            next_values = np.sum(next_action_probs * self.model(next_features), axis=-1)
-            targets = rewards + continues * next_values
-            self.losses.append(self.model.fit(features, actions, targets, self.rng))
+            rows = self.model.rows_per_fit(count)
+            rows = slice(None) if rows >= count else self.rng.integers(0, count, rows)
+            next_values = np.sum(next_action_probs[rows] * self.model(next_features[rows]), axis=-1)
+            targets = rewards[rows] + continues[rows] * next_values
+            self.losses.append(self.model.fit(features[rows], actions[rows], targets, self.rng))
         return self
 
     def q_values(self, features: np.ndarray) -> np.ndarray:
