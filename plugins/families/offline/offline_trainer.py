@@ -9,7 +9,10 @@ dataset's steps) instead, which ``stop`` may name.
 The learner is built from the dataset's spaces alone (:meth:`rlgear.learner.Learner.build`), so a
 run needs no env. With an ``env`` section, greedy evaluation episodes run every
 ``training.evaluation_interval`` iterations on an evaluation worker, as in online runs
-(``evaluation/episode_return_mean`` ...), and the env's spaces must be the dataset's.
+(``evaluation/episode_return_mean`` ...), and the env's spaces must be the dataset's. With or
+without an env, every ``training.ope_interval`` iterations off-policy estimates of the current
+policy from the data are reported as ``offline/ope/<method>``
+(:mod:`~rlgear.plugins.families.offline.off_policy_evaluation`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from rlgear.plugins.families.offline import checkpoint
 from rlgear.plugins.families.offline.batches import Batches, TransitionBatches
 from rlgear.plugins.families.offline.data import OfflineData, check_env_spaces, open_data
 from rlgear.plugins.families.offline.observations import DatasetObservations
+from rlgear.plugins.families.offline.off_policy_evaluation import OffPolicyEvaluation
 from rlgear.sampling.metrics import MetricsWindow
 from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.trainer import EVALUATION_WORKER_INDEX, Trainer
@@ -98,6 +102,8 @@ class OfflineTrainer(Trainer):
         self.data_rng = np.random.default_rng(None if config.seed is None else [config.seed, 0x0FF])
         self.observations.fit_filter(self.data.episodes())
         self.batches = self.make_batches()
+        #: Off-policy estimates (``offline/ope/*``), built on first use.
+        self._off_policy_evaluation: OffPolicyEvaluation | None = None
         self.metrics = MetricsWindow(config.training.metrics_window)  # env episodes: none offline
         self.iteration = 0
         self.timesteps_total = self.agent_timesteps_total = self.episodes_total = 0
@@ -168,6 +174,8 @@ class OfflineTrainer(Trainer):
         interval = training.evaluation_interval
         if self.config.has_env and interval and self.iteration % interval == 0:
             result.update(self.evaluate())
+        if training.ope_interval and training.ope_methods and self.iteration % training.ope_interval == 0:
+            result.update(self.estimate_off_policy())
         hooks_mod.call(self.hooks, "on_train_result", trainer=self, result=result)
         return result
 
@@ -193,6 +201,20 @@ class OfflineTrainer(Trainer):
         out["evaluation/episodes"] = len(episodes)
         out["evaluation/time_s"] = time.perf_counter() - start
         return out
+
+    def estimate_off_policy(self) -> dict[str, float]:
+        """Off-policy estimates of the learner's current policy from the dataset (``offline/ope/*``;
+        :mod:`~rlgear.plugins.families.offline.off_policy_evaluation`)."""
+        if self._off_policy_evaluation is None:
+            self._off_policy_evaluation = OffPolicyEvaluation(
+                self.data,
+                self.observations,
+                self.action_space,
+                self.config.training,
+                self.config.seed,
+                recurrent=bool(self.config.model.lstm),
+            )
+        return self._off_policy_evaluation(self.learner.policy)
 
     def _evaluation_worker_for(self, episodes_wanted: int) -> RolloutWorker:
         """The evaluation envs (built once), acting with their own copy of the policy."""
