@@ -335,7 +335,7 @@ def test_an_exporter_failing_midway_leaves_no_file_and_keeps_the_previous_export
     before = out.read_bytes(), first.sidecar_path.read_text()
     from rlgear.plugins.backends.torch import export as torch_export
 
-    def half_written(module, inputs, fmt, path):
+    def half_written(module, inputs, fmt, path, owner=None):
         Path(path).write_bytes(b"partial")
         raise RuntimeError("disk full")
 
