@@ -7,7 +7,6 @@ import os
 import signal
 from pathlib import Path
 
-import minari
 import numpy as np
 import pytest
 
@@ -18,6 +17,8 @@ from rlgear.offline.dataset import open_datasets
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Discrete
 from tests.conftest import small_config
+
+minari = pytest.importorskip("minari", reason="needs Minari: pip install 'rlgear[offline]'")
 
 MAX_STEPS = 30  # CartPole cut short: episodes end by truncation as well as by termination
 CARTPOLE = {"name": "CartPole-v1", "kwargs": {"max_episode_steps": MAX_STEPS}}
