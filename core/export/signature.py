@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.config.conv import is_image
+from rlgear.errors import RLGearError
 from rlgear.preprocessing import ACTION_MASK_KEY, ObservationPreprocessor
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Space, Tuple, action_parts
 
@@ -210,3 +211,9 @@ def recurrent_output_specs(cell_size: int) -> list[TensorSpec]:
         TensorSpec("state_out.0", "float32", (None, cell_size), "LSTM h after this step"),
         TensorSpec("state_out.1", "float32", (None, cell_size), "LSTM c after this step"),
     ]
+
+
+def explore_refused(what: str) -> RLGearError:
+    """The one-line refusal of ``--explore`` for a policy whose exploration lives outside its network
+    (``what`` says whose, and why), the same from every backend."""
+    return RLGearError(f"--explore: {what}: export without --explore")

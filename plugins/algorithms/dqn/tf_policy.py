@@ -15,7 +15,7 @@ import numpy as np
 from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.blocks.target_network import TargetNetworkState
-from rlgear.errors import RLGearError
+from rlgear.export.signature import explore_refused
 from rlgear.plugins.algorithms.dqn.rainbow import (
     NoiseRngState,
     atom_support,
@@ -244,9 +244,9 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TargetModel, TFPolicy):
         """The acting part of an exported graph: greedy on the Q-values, noisy layers at their mean
         weights (on a copy: the live network keeps its noise)."""
         if explore:
-            raise RLGearError(
-                "--explore: dqn explores epsilon-greedily on a schedule of env steps (or with the noise of "
-                "its noisy layers), which an exported graph does not carry: export without --explore"
+            raise explore_refused(
+                "dqn explores epsilon-greedily on a schedule of env steps (or with the noise of its noisy "
+                "layers), which an exported graph does not carry"
             )
         model = copy.deepcopy(self.model)
         if self.config.training.noisy:

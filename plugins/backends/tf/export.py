@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.errors import RLGearError
-from rlgear.export.signature import ObservationPlan, TensorSpec
+from rlgear.export.signature import ObservationPlan, TensorSpec, explore_refused
 from rlgear.plugins.backends.tf.export_heads import ExportHead, LayerStackHead
 from rlgear.plugins.backends.tf.runtime import tf
 
@@ -118,9 +118,9 @@ def build(policy: Any, plan: ObservationPlan, explore: bool) -> ExportedPolicy:
     with tf.device("/CPU:0"):
         if getattr(policy, "framework_free", False):  # ES, ARS: their numpy MLP, rebuilt in TF
             if explore:
-                raise RLGearError(
-                    f"--explore: {policy.config.algorithm}'s policy acts deterministically (its exploration "
-                    "is the trainer's parameter noise): export without --explore"
+                raise explore_refused(
+                    f"{policy.config.algorithm}'s policy acts deterministically (its exploration is the "
+                    "trainer's parameter noise)"
                 )
             head: ExportHead = LayerStackHead(
                 policy.get_weights(), policy.config.model.activation, policy.action_space

@@ -26,7 +26,7 @@ import numpy as np
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN, NumpyTanhActor
-from rlgear.errors import RLGearError
+from rlgear.export.signature import explore_refused
 from rlgear.plugins.backends.tf.compiled import _columns_key, _spec
 from rlgear.plugins.backends.tf.export_heads import SquashedActorHead
 from rlgear.plugins.backends.tf.offpolicy_models import ActorCritics, ActorMLP, StackedMLP
@@ -175,9 +175,9 @@ class OffPolicyTFPolicy(TFPolicy):
         Gaussian actor (SAC) samples; TD3's and DDPG's exploration noise is the trainer's, not the
         actor's, so their ``--explore`` is refused (as on torch)."""
         if explore and not self.gaussian_actor:
-            raise RLGearError(
-                f"--explore: {self.config.algorithm}'s exploration noise is added outside its actor "
-                "(training.exploration_noise), so an exported graph cannot carry it: export without --explore"
+            raise explore_refused(
+                f"{self.config.algorithm}'s exploration noise is added outside its actor "
+                "(training.exploration_noise), so an exported graph cannot carry it"
             )
         return SquashedActorHead(
             self.model.actor, self.action_space, self.gaussian_actor, explore, LOG_STD_MIN, LOG_STD_MAX

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from rlgear.errors import RLGearError
-from rlgear.export.signature import ObservationPlan, TensorSpec
+from rlgear.export.signature import ObservationPlan, TensorSpec, explore_refused
 from rlgear.plugins.backends.torch.export_heads import ExportHead, LayerStackHead
 
 
@@ -95,9 +95,9 @@ def build(policy: Any, plan: ObservationPlan, explore: bool) -> tuple[ExportedPo
     """The graph of ``policy`` (on the CPU, in eval mode) and its input specs."""
     if getattr(policy, "framework_free", False):  # ES, ARS: their numpy MLP, rebuilt in torch
         if explore:
-            raise RLGearError(
-                f"--explore: {policy.config.algorithm}'s policy acts deterministically (its exploration is "
-                "the trainer's parameter noise): export without --explore"
+            raise explore_refused(
+                f"{policy.config.algorithm}'s policy acts deterministically (its exploration is the "
+                "trainer's parameter noise)"
             )
         head: ExportHead = LayerStackHead(
             policy.get_weights(), policy.config.model.activation, policy.action_space

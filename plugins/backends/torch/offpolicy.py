@@ -34,7 +34,7 @@ from torch import nn
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN, NumpyTanhActor
-from rlgear.errors import RLGearError
+from rlgear.export.signature import explore_refused
 from rlgear.plugins.backends.torch.export_heads import SquashedActorHead
 from rlgear.plugins.backends.torch.learning import clip_gradients
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
@@ -257,9 +257,9 @@ class OffPolicyTorchPolicy(TorchPolicy):
         Gaussian actor (SAC) samples; TD3's and DDPG's exploration noise is the trainer's, not the
         actor's, so their ``--explore`` is refused."""
         if explore and not self.gaussian_actor:
-            raise RLGearError(
-                f"--explore: {self.config.algorithm}'s exploration noise is added outside its actor "
-                "(training.exploration_noise), so an exported graph cannot carry it: export without --explore"
+            raise explore_refused(
+                f"{self.config.algorithm}'s exploration noise is added outside its actor "
+                "(training.exploration_noise), so an exported graph cannot carry it"
             )
         return SquashedActorHead(
             self.model.actor, self.action_space, self.gaussian_actor, explore, LOG_STD_MIN, LOG_STD_MAX
