@@ -15,6 +15,9 @@ test references):
 
 Each case takes one plain-SGD step and compares the stats and every weight's update with ``lr x``
 the finite-difference gradient of the loss that reaches it, for every option that changes the math.
+The last section checks what the losses take as given from the trainer: the ``discounts`` column
+(``training.gamma``, 0 after a terminal, gamma after a truncation) and discrete CQL's target
+updates (every ``target_network_update_freq`` steps, by ``tau``).
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ def build(tmp_path, algorithm, backend, training, continuous, lr=0.05):
     )  # fmt: skip
     spaces = (PENDULUM_OBS, PENDULUM_ACT) if continuous else (CARTPOLE_OBS, CARTPOLE_ACT)
     policy = make_policy(config, backend, *spaces)
+    if "log_alpha" in policy.get_weights():  # cql: the temperature starts at training.initial_alpha
+        initial = np.log(config.training.initial_alpha)
+        assert float(policy.get_weights()["log_alpha"][0]) == pytest.approx(initial, rel=1e-6, abs=1e-7)
     weights = random_weights(policy.get_weights(), seed=1, gain=1.5)
     if "log_alpha" in weights:
         weights["log_alpha"] = np.array([np.log(training.get("initial_alpha", 0.7))], np.float32)
@@ -120,6 +126,8 @@ def discrete_cql_reference(weights, target, batch, training):
     td_loss, stats, _ = dqn_reference(weights, target, batch, training)
     q = q_values(weights, batch[SB.OBS])
     q_taken = q[np.arange(len(q)), batch[SB.ACTIONS]]
+    if SB.ACTION_MASK in batch:  # the soft maximum runs over the allowed actions only
+        q = np.where(batch[SB.ACTION_MASK], q, -np.inf)
     high = q.max(axis=1)
     penalty = (high + np.log(np.exp(q - high[:, None]).sum(axis=1)) - q_taken).mean()
     loss = td_loss + training.min_q_weight * penalty
@@ -130,7 +138,19 @@ DISCRETE_CQL_CASES = {
     "double-dueling-huber": {"min_q_weight": 1.0, "huber_delta": 0.7},
     "plain-max-mse": {"min_q_weight": 2.5, "double_q": False, "dueling": False, "td_error_loss_fn": "mse"},
     "no-penalty-is-dqn": {"min_q_weight": 0.0},
+    "action-masks": {"min_q_weight": 1.5, "huber_delta": 0.7},  # the batch carries action masks
 }
+
+
+def with_action_masks(batch: SB, seed: int = 3) -> SB:
+    """``batch`` plus ``action_mask`` (the data's action always allowed, the other in about half the
+    rows) and ``next_action_mask`` (one action or both allowed at next_obs)."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((N, 2)) < 0.5
+    mask[np.arange(N), batch[SB.ACTIONS]] = True
+    next_mask = rng.random((N, 2)) < 0.5
+    next_mask[np.arange(N), rng.integers(2, size=N)] = True
+    return SB({**batch, SB.ACTION_MASK: mask, SB.NEXT_ACTION_MASK: next_mask})
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -139,6 +159,9 @@ def test_discrete_cql_loss_and_update_match_the_numpy_reference(tmp_path, backen
     policy = build(tmp_path, "discrete_cql", backend, DISCRETE_CQL_CASES[case], continuous=False, lr=0.3)
     training = policy.config.training
     batch = transitions(continuous=False)
+    if case == "action-masks":
+        batch = with_action_masks(batch)
+        assert not batch[SB.ACTION_MASK].all() and not batch[SB.NEXT_ACTION_MASK].all()
     weights, target = policy.get_weights(), policy.get_target_weights()
     _, expected = discrete_cql_reference(weights, target, batch, training)
     grads = finite_difference_gradient(
@@ -195,6 +218,13 @@ CQL_CASES = {
     "tuned-alpha": {"min_q_weight": 1.0, "num_sampled_actions": 2},
     "weight-temperature-samples": {"min_q_weight": 3.0, "temperature": 0.5, "num_sampled_actions": 3},
     "fixed-alpha": {"min_q_weight": 0.5, "num_sampled_actions": 2, "tune_alpha": False, "initial_alpha": 0.3},
+    "target-entropy": {
+        "min_q_weight": 1.0,
+        "num_sampled_actions": 2,
+        "target_entropy": 0.5,
+        "initial_alpha": 1.3,
+    },
+    "no-penalty-is-sac": {"min_q_weight": 0.0, "num_sampled_actions": 2},
 }
 
 
@@ -263,6 +293,7 @@ IQL_CASES = {
     "discrete-weight-clipped": (False, {"beta": 10.0, "max_weight": 2.0}),
     "continuous": (True, {}),
     "continuous-expectile-beta-clip": (True, {"expectile": 0.6, "beta": 8.0, "max_weight": 3.0}),
+    "continuous-beta0-is-bc": (True, {"beta": 0.0, "expectile": 0.8}),
 }
 
 
@@ -279,3 +310,92 @@ def test_iql_losses_and_update_match_the_numpy_reference(tmp_path, backend, case
     )
     if config.max_weight < 5:
         assert stats["mean_advantage_weight"] < config.max_weight
+    if config.beta == 0:  # every weight exp(0) = 1: the actor's loss is behaviour cloning's
+        assert stats["mean_advantage_weight"] == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------------------- from the trainer
+# What the losses above take as given: the ``discounts`` column (``training.gamma``, 0 after a
+# terminal) and, for discrete CQL, when and how far the target network moves.
+
+
+def cut_episodes(data, length=6):
+    """``data`` with each episode cut to ``length`` steps, ending terminated (even episodes) or
+    truncated (odd ones), so that minibatches hold both kinds of last rows."""
+    from tests.offline_data import Episode, InMemoryData
+
+    episodes = []
+    for index, e in enumerate(data.episodes()):
+        last, none = np.arange(length) == length - 1, np.zeros(length, bool)
+        terminated, truncated = (last, none) if index % 2 == 0 else (none, last)
+        episodes.append(Episode(e.observations[: length + 1], e.actions[:length], e.rewards[:length],
+                                terminated, truncated, None, index))  # fmt: skip
+    return InMemoryData(episodes, data.observation_space, data.action_space, data.env_id)
+
+
+def offline_trainer(tmp_path, monkeypatch, algorithm, data, backend="torch", **training):
+    from rlgear.discovery import registry
+    from tests.offline_data import use_data
+
+    use_data(monkeypatch, data)
+    raw = {
+        "algorithm": algorithm,
+        "backend": backend,
+        "seed": 3,
+        "offline": {"input": "tests/in-memory-v0"},
+        "training": {"train_batch_size": 64, "ope_interval": 0, **training},
+        "model": {"hidden_sizes": [8]},
+        "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
+    }
+    return registry.load_algorithm(algorithm)(raw)
+
+
+@pytest.mark.parametrize("algorithm", ["discrete_cql", "iql", "cql"])
+def test_transition_rows_carry_gamma_and_zero_after_a_terminal(tmp_path, monkeypatch, algorithm):
+    from tests.offline_data import record_cartpole, record_pendulum
+
+    if algorithm == "cql":
+        data = record_pendulum(lambda obs, rng: float(rng.uniform(-2, 2)), episodes=8, seed=0)
+    else:
+        data = record_cartpole(lambda obs, rng: int(rng.integers(2)), episodes=8, seed=0)
+    trainer = offline_trainer(tmp_path, monkeypatch, algorithm, cut_episodes(data), gamma=0.9)
+    try:
+        rows = next(trainer.batches)
+    finally:
+        trainer.stop()
+    terminated, truncated = np.asarray(rows["terminateds"]), np.asarray(rows["truncateds"])
+    assert terminated.any() and truncated.any()  # both ends drawn (48 rows, 8 of them last ones)
+    np.testing.assert_allclose(rows[SB.DISCOUNTS], np.where(terminated, 0.0, 0.9), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("freq", "tau"), [(3, 0.25), (2, 1.0)])
+def test_discrete_cql_moves_its_target_every_freq_steps_by_tau(tmp_path, monkeypatch, backend, freq, tau):
+    from tests.offline_data import record_cartpole
+
+    data = record_cartpole(lambda obs, rng: int(rng.integers(2)), episodes=5, seed=0)
+    trainer = offline_trainer(tmp_path, monkeypatch, "discrete_cql", data, backend,
+                              num_gradient_steps_per_iteration=7, target_network_update_freq=freq,
+                              tau=tau)  # fmt: skip
+    policy = trainer.learner.policy
+    moves, update_target = [], policy.update_target
+
+    def recorded(rate):
+        before = policy.get_target_weights()
+        update_target(rate)
+        moves.append(
+            (trainer.num_gradient_steps, rate, before, policy.get_weights(), policy.get_target_weights())
+        )
+
+    policy.update_target = recorded
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    assert [step for step, *_ in moves] == list(range(freq, 8, freq))
+    assert result["learner/num_target_updates"] == len(moves)
+    for _, rate, before, online, after in moves:
+        assert rate == tau
+        for name, value in after.items():
+            expected = (1 - tau) * before[name].astype(np.float64) + tau * online[name]
+            np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6, err_msg=name)
