@@ -199,3 +199,30 @@ def test_value_targets_ask_the_value_only_for_a_truncated_episode():
         postprocess(rows, np.ones((1, 1)))[SB.VALUE_TARGETS], [1.5 + 0.25 * 5, 1.0 + 0.5 * 5]
     )
     assert len(asked) == 1
+
+
+@pytest.mark.parametrize("gamma", [0.5, 0.9])
+def test_marwil_rows_carry_returns_to_go_of_training_gamma(tmp_path, monkeypatch, gamma):
+    """The trainer's rows hold the returns-to-go of ``training.gamma``: CartPole pays 1 a step and
+    every episode here terminates, so a row k steps before the end holds (1 - gamma^k) / (1 - gamma)."""
+    from rlgear.discovery import registry
+    from tests.offline_data import record_cartpole, use_data
+
+    use_data(monkeypatch, record_cartpole(lambda obs, rng: int(rng.integers(2)), episodes=10, seed=0))
+    raw = {
+        "algorithm": "marwil",
+        "seed": 3,
+        "offline": {"input": "tests/in-memory-v0"},
+        "training": {"gamma": gamma, "train_batch_size": 64, "ope_interval": 0},
+        "model": {"hidden_sizes": [8]},
+        "logging": {"dir": str(tmp_path / "runs"), "tensorboard": False, "progress": "none"},
+    }
+    trainer = registry.load_algorithm("marwil")(raw)
+    try:
+        targets = np.asarray(next(trainer.batches)[SB.VALUE_TARGETS], np.float64)
+    finally:
+        trainer.stop()
+    allowed = (1 - gamma ** np.arange(1, 501)) / (1 - gamma)
+    steps_to_end = np.abs(targets[:, None] - allowed[None]).argmin(axis=1) + 1
+    np.testing.assert_allclose(targets, allowed[steps_to_end - 1], rtol=1e-5)
+    assert len(set(steps_to_end[targets < 0.99 / (1 - gamma)])) > 1  # several distances to the end
