@@ -117,7 +117,7 @@ def test_pendulum_controller_swings_up_and_balances():
 
 
 def test_continuous_iql_learns_from_returns_where_bc_cannot(tmp_path, monkeypatch, pendulum_half_good):
-    """Budget: 8 x 250 gradient steps, batch 256 (~60 s on 2 loaded cores). Seed 1 passes -250 at
+    """Budget: 8 x 250 gradient steps, batch 256 (25-45 s on 2 loaded cores). Seed 1 passes -250 at
     1500 steps (-176, then -167, -138); seeds 2 and 3 reach -159 and -156 within the same budget."""
     use_data(monkeypatch, pendulum_half_good)
     returns = train_pendulum(tmp_path, "iql", iterations=8, tau=0.01, expectile=0.9, beta=5.0)
@@ -125,7 +125,7 @@ def test_continuous_iql_learns_from_returns_where_bc_cannot(tmp_path, monkeypatc
 
 
 def test_continuous_cql_learns_from_returns_where_bc_cannot(tmp_path, monkeypatch, pendulum_half_good):
-    """Budget: 6 x 250 gradient steps, batch 256, 4 sampled actions of each kind per row (~80 s on 2
+    """Budget: 6 x 250 gradient steps, batch 256, 4 sampled actions of each kind per row (55-60 s on 2
     loaded cores). Seed 1 reaches -197 at 1250 steps and -174 at 1500 (-141 by 2000); seed 2 is
     slower (-403, -360 at 1250, 1500 steps; -157 by 2000). Offline SAC (min_q_weight 0) learns here
     too (-376, -173 at 1250, 1500 steps): the data holds both torques in every state it visits, so
