@@ -111,7 +111,7 @@ def train_pendulum(tmp_path, algorithm, iterations, **training):
 def test_pendulum_controller_swings_up_and_balances():
     data = record_pendulum(lambda obs, rng: pendulum_action(obs), episodes=10, seed=0)
     returns = [float(e.rewards.sum()) for e in data.episodes()]
-    assert data.action_space.shape == (1,) and data.episodes().__next__().actions.dtype == np.float32
+    assert data.action_space.shape == (1,) and next(data.episodes()).actions.dtype == np.float32
     # about -130 on average; an episode that starts hanging down costs about -250 (its swing-up)
     assert np.mean(returns) >= -200 and min(returns) >= -300, returns
 
