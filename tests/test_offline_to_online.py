@@ -200,6 +200,7 @@ def test_dqn_replay_is_prefilled_with_the_datasets_transitions(tmp_path, minari_
         obs, actions, rewards, next_obs, terminated = _dataset_transitions(CARTPOLE_ID)
         buffer = dqn.replay_buffer
         assert len(buffer) == len(obs) + sampled
+        assert result["learner/replay_prefilled_rows"] == len(obs)
         stored = _stored_rows(buffer)
         prefilled = stored["eps_id"] < 0
         assert prefilled.sum() == len(obs)

@@ -1,6 +1,6 @@
 """``checkpoint.init_from``: a run whose policies start from another run's weights.
 
-This is how an offline run continues online (docs/offline.md#offline-to-online): a ``cql``
+This is how an offline run continues online (docs/offline-algorithms.md#offline-to-online): a ``cql``
 checkpoint starts a ``sac`` run, a ``discrete_cql`` checkpoint a ``dqn`` run, because those pairs
 build the same networks under the same weight names. Any checkpoint whose weights fit works the
 same way (``sac`` from ``sac`` of another env seed, ``ppo`` from ``bc``'s actor-critic when the

@@ -68,7 +68,7 @@ class OfflineTrainer(Trainer):
                 "checkpoint.init_from",
                 f"algorithm '{self.name}' learns offline from its dataset's statistics and fresh "
                 "weights; starting from another run's weights is for online runs (e.g. cql -> sac, "
-                "docs/offline.md#offline-to-online)",
+                "docs/offline-algorithms.md#offline-to-online)",
             )
         policy_cls = self.policy_class(config.backend)
         backend_cls = backend_class_for(policy_cls, config.backend)

@@ -5,7 +5,7 @@ transitions in its replay buffer, as the online samples would have put them ther
 preprocessed and filtered by the run's own rollout worker, ``n_step`` returns over each recorded
 episode (truncated episodes bootstrap, terminated ones do not), the same columns. Together with
 ``checkpoint.init_from`` this is how an offline ``cql`` / ``discrete_cql`` run continues online
-as ``sac`` / ``dqn`` with the data it learned from (docs/offline.md#offline-to-online).
+as ``sac`` / ``dqn`` with the data it learned from (docs/offline-algorithms.md#offline-to-online).
 
 Episodes are read whole, in an order drawn from the run's seed, until the buffer is full (a
 dataset larger than ``training.buffer_size`` fills it with a random subset of its episodes).

@@ -98,6 +98,8 @@ class ReplayTrainer(Trainer):
         #: (which fix its columns); a run resumed with a stored buffer does not add them again.
         self.prefill_pending = config.offline.input is not None
         self._prefill_data = replay_prefill.open_for(self) if self.prefill_pending else None
+        #: Recorded transitions put in the buffer (``learner/replay_prefilled_rows`` in results).
+        self.prefilled_rows = 0
 
     # --- the algorithm -------------------------------------------------------------------
     def training_step(self) -> dict[str, float]:
@@ -112,7 +114,7 @@ class ReplayTrainer(Trainer):
             self.replay_buffers[pid].add(rows)
         if self.prefill_pending:
             self.prefill_pending = False
-            replay_prefill.prefill(self, self._prefill_data)
+            self.prefilled_rows = replay_prefill.prefill(self, self._prefill_data)
             self._prefill_data = None
         timesteps = self.timesteps_total + steps
         self.set_global_timestep(timesteps)
@@ -132,6 +134,8 @@ class ReplayTrainer(Trainer):
             stats["replay_buffer_size"] = float(len(buffer))
             per_policy.update({f"{pid}/{key}": value for key, value in stats.items()})
         out = self.learner_stats(per_policy)
+        if self.config.offline.input is not None:
+            out["replay_prefilled_rows"] = float(self.prefilled_rows)  # learner/replay_prefilled_rows
         if learned:
             out.update(self.after_learning(timesteps))
         self.workers.sync_weights()
