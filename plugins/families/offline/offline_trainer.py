@@ -58,9 +58,18 @@ class OfflineTrainer(Trainer):
     :meth:`after_gradient_step` for periodic work between updates.
     """
 
+    reads_datasets = True
+
     # --- setup --------------------------------------------------------------------
     def setup(self, config: RunConfig) -> None:
         """Open the dataset, build the learner from its spaces and, with an env, the evaluation worker."""
+        if config.checkpoint.init_from is not None:
+            raise config.fail(
+                "checkpoint.init_from",
+                f"algorithm '{self.name}' learns offline from its dataset's statistics and fresh "
+                "weights; starting from another run's weights is for online runs (e.g. cql -> sac, "
+                "docs/offline-algorithms.md#offline-to-online)",
+            )
         policy_cls = self.policy_class(config.backend)
         backend_cls = backend_class_for(policy_cls, config.backend)
         if config.learners.num_learners > 0:
