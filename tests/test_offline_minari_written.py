@@ -195,7 +195,7 @@ def test_box_box_dataset_trains_every_algorithm_without_any_estimate(tmp_path, d
     not HAS_PYARROW, reason="Minari's arrow format needs pyarrow: pip install 'minari[arrow]'"
 )
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("name", ["cartpole"])
+@pytest.mark.parametrize("name", ["cartpole", "masked"])
 def test_arrow_format_datasets_read_as_hdf5_ones(tmp_path, datasets_path, name):
     from rlgear.offline.dataset import open_datasets
 
@@ -231,3 +231,62 @@ def test_the_env_spaces_are_checked_against_a_minari_dataset(tmp_path, datasets_
         ConfigError, match=r"env\.name: env 'tests.spaces_envs:MaskedChoiceEnv' has observations"
     ):
         registry.load_algorithm("bc")(raw)
+
+
+# ------------------------------------------------------------------ Dict observations with an action_mask
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_dict_transitions_are_preprocessed_once_with_their_masks(tmp_path, datasets_path):
+    """The trainer's minibatches: observations in the policy's flat layout (cue one-hot, noise), the
+    masks of obs and next_obs beside them, every dataset action allowed by its row's mask."""
+    from rlgear.offline.dataset import open_datasets
+    from rlgear.sample_batch import SampleBatch as SB
+
+    write_dataset("buffers", "masked", "minari-made/masked-v0")
+    episodes = {e.id: e for e in open_datasets("minari-made/masked-v0").episodes()}
+    trainer = registry.load_algorithm("discrete_cql")(
+        offline_config(tmp_path, "discrete_cql", "minari-made/masked-v0", None)
+    )
+    try:
+        assert trainer.observations.observation_space.shape == (4,)  # cue one-hot (2) + noise (2)
+        for _ in range(3):
+            batch = next(trainer.batches)
+            assert batch[SB.OBS].shape == (32, 4) and batch[SB.NEXT_OBS].shape == (32, 4)
+            for i in range(len(batch)):
+                episode, t = episodes[int(batch[SB.EPS_ID][i])], int(batch[SB.T][i])
+                raw = episode.observations
+                np.testing.assert_array_equal(batch[SB.ACTION_MASK][i], raw["action_mask"][t].astype(bool))
+                np.testing.assert_array_equal(
+                    batch[SB.NEXT_ACTION_MASK][i], raw["action_mask"][t + 1].astype(bool)
+                )
+                np.testing.assert_array_equal(
+                    batch[SB.OBS][i], [raw["cue"][t] == 0, raw["cue"][t] == 1, *raw["noise"][t]]
+                )
+                assert batch[SB.ACTION_MASK][i][batch[SB.ACTIONS][i]]  # the data's action was allowed
+                assert batch[SB.DISCOUNTS][i] == pytest.approx(
+                    trainer.config.training.gamma
+                )  # truncations only
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("algorithm", ["bc", "marwil", "discrete_cql", "iql"])
+def test_dict_dataset_with_action_mask_trains_and_evaluates_within_the_mask(
+    tmp_path, datasets_path, writer, algorithm
+):
+    write_dataset(writer, "masked", "minari-made/masked-v0")
+    raw = offline_config(tmp_path, algorithm, "minari-made/masked-v0", MASKED_ENV, evaluation_episodes=4)
+    violations = MaskedChoiceEnv.violations
+    actions = MaskedChoiceEnv.actions_taken
+    result, ope_warnings = train_once(raw)
+    assert result["learner/num_gradient_steps"] == 4
+    losses = {k: v for k, v in result.items() if k.startswith("learner/") and k.endswith("loss")}
+    assert losses and all(np.isfinite(v) for v in losses.values()), losses
+    assert result["evaluation/episodes"] == 4
+    assert MaskedChoiceEnv.actions_taken - actions == 4 * 20  # the greedy episodes ran here
+    assert MaskedChoiceEnv.violations == violations  # and never took a masked action
+    assert sorted(k for k in result if k.startswith("offline/ope/")) == ["offline/ope/fqe"]
+    assert len(ope_warnings) == 1

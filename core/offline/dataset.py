@@ -161,12 +161,15 @@ class OfflineData:
         num_shards: int = 1,
         buffer_episodes: int = 1000,
         obs_transform: Any = None,
+        action_mask: Any = None,
     ) -> Any:
         """Endless random minibatches of transitions (a :class:`~rlgear.offline.transitions.TransitionStream`:
         iterate it; its ``epochs_completed`` counts passes over the shard)."""
         from rlgear.offline.transitions import TransitionStream
 
-        return TransitionStream(self, batch_size, rng, shard, num_shards, buffer_episodes, obs_transform)
+        return TransitionStream(
+            self, batch_size, rng, shard, num_shards, buffer_episodes, obs_transform, action_mask
+        )
 
     def _episode(self, data: dict[str, Any], dataset: int, index: int) -> Episode:
         infos = data.get("infos") or {}
