@@ -290,3 +290,21 @@ def test_dict_dataset_with_action_mask_trains_and_evaluates_within_the_mask(
     assert MaskedChoiceEnv.violations == violations  # and never took a masked action
     assert sorted(k for k in result if k.startswith("offline/ope/")) == ["offline/ope/fqe"]
     assert len(ope_warnings) == 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("algorithm", ["bc", "discrete_cql", "iql"])
+def test_single_transition_algorithms_hold_input_shuffle_buffer_episodes(tmp_path, datasets_path, algorithm):
+    write_dataset("buffers", "cartpole", "minari-made/cartpole-v0")
+    raw = offline_config(tmp_path, algorithm, "minari-made/cartpole-v0", None)
+    raw["offline"]["input_shuffle_buffer_episodes"] = 2
+    trainer = registry.load_algorithm(algorithm)(raw)
+    try:
+        stream = trainer.batches._stream
+        assert stream.capacity == 2
+        for _ in range(30):
+            next(trainer.batches)
+            assert len(stream._pool) <= 2  # two of the 12 episodes in memory, as the key says
+        assert stream.episodes_read > 2
+    finally:
+        trainer.stop()
