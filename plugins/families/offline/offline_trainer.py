@@ -127,8 +127,19 @@ class OfflineTrainer(Trainer):
         """The minibatches each learner update takes (single transitions by default; an algorithm
         whose loss needs whole episodes returns an
         :class:`~rlgear.plugins.families.offline.EpisodeBatches`)."""
+        return self.transition_batches()
+
+    def transition_batches(self, gamma: float | None = None) -> TransitionBatches:
+        """Single-transition minibatches of ``train_batch_size`` rows, drawn from a shuffle buffer
+        of ``offline.input_shuffle_buffer_episodes`` episodes; with ``gamma``, their ``discounts``
+        (the TD targets of cql, discrete_cql and iql)."""
         return TransitionBatches(
-            self.data, self.observations, self.config.training.train_batch_size, self.data_rng
+            self.data,
+            self.observations,
+            self.config.training.train_batch_size,
+            self.data_rng,
+            gamma,
+            buffer_episodes=self.config.offline.input_shuffle_buffer_episodes,
         )
 
     def after_gradient_step(self) -> None:
