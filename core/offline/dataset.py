@@ -11,8 +11,9 @@ random minibatches of single-step transitions (:mod:`rlgear.offline.transitions`
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,14 @@ class OfflineData:
         self._index = np.array(
             [(k, j) for k, d in enumerate(datasets) for j in range(d.total_episodes)], dtype=np.int64
         ).reshape(-1, 2)
+
+    def reopen(self) -> Callable[[], OfflineData]:
+        """A picklable way to open these datasets again in another process (a learner actor that
+        reads its own shard): by their absolute folders, so neither the process's working
+        directory nor its ``MINARI_DATASETS_PATH`` matters."""
+        return functools.partial(
+            open_datasets, [str(Path(d.data_path).resolve()) for d in self._datasets], self.source
+        )
 
     def check_env_spaces(self, observation_space: Space, action_space: Space, env_name: str) -> None:
         """Refuse a dataset recorded in another env (spaces differ): one line naming both."""

@@ -54,7 +54,7 @@ def collect(trainer: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             "restore_epoch": trainer.restore_epoch,
         },
         "metrics_window": trainer.metrics.get_state(),
-        "fault_counters": {},
+        "fault_counters": {"learner_restarts": int(getattr(trainer.learner, "num_restarts", 0))},
         "policy_metas": policy_metas,
         "algorithm_state": trainer.get_algorithm_state(),
     }
@@ -152,6 +152,8 @@ def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint
         )
     if filter_arrays:
         obs_filter.set_state(filter_arrays, "the checkpoint")
+    if hasattr(learner, "restore_fault_state"):  # learner actors: their restarts go on counting
+        learner.restore_fault_state(int(state.get("fault_counters", {}).get("learner_restarts", 0)))
     counters = state["counters"]
     trainer.iteration = int(counters["training_iteration"])
     trainer.time_total_s = float(counters["time_total_s"])
