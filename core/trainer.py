@@ -75,6 +75,9 @@ class Trainer:
     #: Config values ``rlgear plugins --check`` applies to its short runs, for an algorithm whose
     #: ``check_config`` refuses the defaults (e.g. ``{"workers": {"batch_mode": "complete_episodes"}}``).
     check_overrides: ClassVar[dict[str, Any]] = {}
+    #: Whether the algorithm reads ``offline.input``: offline algorithms learn from it, replay
+    #: algorithms pre-fill their buffer from it. Others refuse the key rather than ignore it.
+    reads_datasets: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -92,6 +95,13 @@ class Trainer:
             else config_mod.load(config, training_class=self.config_class)
         )
         config_mod.check_recurrent_support(self.config, type(self))
+        if self.config.offline.input is not None and not type(self).reads_datasets:
+            raise self.config.fail(
+                "offline.input",
+                f"algorithm '{self.name}' does not read datasets: offline algorithms (bc, marwil, cql, "
+                "discrete_cql, iql) learn from them, and replay algorithms (dqn, sac, td3, ddpg) "
+                "pre-fill their replay buffer from them",
+            )
         type(self).check_config(self.config)
         self.setup(self.config)
 
@@ -172,6 +182,10 @@ class Trainer:
         self._evaluation_worker: RolloutWorker | None = None
         self._evaluation_video: Any = None  # rlgear.run.video.EvaluationVideo, with evaluation_video_every
         self.evaluations = 0  # evaluations run by this trainer object (video clips count them)
+        if config.checkpoint.init_from is not None:  # before sampling: the first actions are the checkpoint's
+            from rlgear.run.warm_start import start_from_checkpoint
+
+            start_from_checkpoint(self, config.checkpoint.init_from)
         if config.training.evaluation_video_every:
             from rlgear.run.video import EvaluationVideo
 

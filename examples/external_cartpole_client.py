@@ -42,7 +42,7 @@ def play(
                 observation, _ = env.reset()
                 action = client.init(observation)
     except ConnectionError as err:  # the server went away for good
-        print(f"client {seed}: {err}")
+        print(f"client in slot {client.slot} ({steps} steps played): {err}")
     finally:
         client.disconnect()
         env.close()

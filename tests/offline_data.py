@@ -59,10 +59,19 @@ class InMemoryData:
             yield self._episodes[index]
 
     def transitions(
-        self, batch_size: int, rng: np.random.Generator, shard: int = 0, num_shards: int = 1
+        self,
+        batch_size: int,
+        rng: np.random.Generator,
+        shard: int = 0,
+        num_shards: int = 1,
+        buffer_episodes: int = 1000,
+        obs_transform: Callable[[Any], Any] | None = None,
+        action_mask: Callable[[Any], Any] | None = None,
     ) -> Iterator[SB]:
-        obs = np.concatenate([e.observations[:-1] for e in self._episodes])
-        next_obs = np.concatenate([e.observations[1:] for e in self._episodes])
+        transform = obs_transform or np.asarray  # CartPole: no mask to read
+        features = [np.asarray(transform(e.observations)) for e in self._episodes]
+        obs = np.concatenate([f[:-1] for f in features])
+        next_obs = np.concatenate([f[1:] for f in features])
         columns = {
             SB.OBS: obs,
             SB.ACTIONS: np.concatenate([e.actions for e in self._episodes]),

@@ -111,6 +111,21 @@ def test_a_worker_scores_the_pairs_it_was_sent_and_returns_no_parameters(tmp_pat
 
 
 # --- config -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algorithm", ["es", "ars"])
+def test_offline_output_is_refused_when_the_config_is_read(tmp_path, algorithm):
+    """ES and ARS score perturbed policies outside the sampler that records episodes: a recording
+    would stay empty, so the config is refused before anything runs (rlgear train, rlgear tune)."""
+    raw = evolution_config(tmp_path, algorithm, offline={"output": str(tmp_path / "ds")})
+    with pytest.raises(
+        ConfigError, match=rf"offline\.output: algorithm '{algorithm}' records nothing"
+    ) as err:
+        config_mod.resolve(raw)
+    assert "\n" not in str(err.value) and "leave offline.output unset" in str(err.value)
+    with pytest.raises(ConfigError, match=r"offline\.output"):  # building a trainer checks it too
+        registry.load_algorithm(algorithm)(raw)
+    assert not (tmp_path / "ds").exists()
+
+
 def test_ars_v1_refuses_the_observation_filter_and_v2_turns_it_on(tmp_path):
     with pytest.raises(ConfigError, match=r"model\.observation_filter: ars v1 acts on raw observations"):
         config_mod.resolve(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -171,3 +173,42 @@ def test_custom_metric_from_a_hook_shows_up_under_custom_metrics(tmp_path):
     assert hook.calls["on_train_result"] == 3
     assert hook.calls["on_episode_end"] > 0
     assert hook.calls["on_checkpoint"] == 1 and "checkpoint_000003" in hook.checkpoint_dir
+
+
+class UnevenEnv(gym.Env):
+    """Every episode of an even-numbered instance lasts 20 steps, of an odd-numbered one 1 step."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    instances = itertools.count()
+
+    def __init__(self):
+        self.length = 20 if next(self.instances) % 2 == 0 else 1
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), 1.0, False, self.t >= self.length, {}
+
+
+def test_evaluate_takes_a_fixed_share_of_episodes_from_each_env_not_the_first_to_end(tmp_path):
+    """With one env that ends episodes at once and one that takes 20 steps, the first 4 episodes to
+    end would all be the short env's; evaluation scores 2 of each (SB3's evaluate_policy does the same)."""
+    raw = small_config(
+        tmp_path, env={"name": "tests.test_evaluator:UnevenEnv", "vectorization": "sync"},
+        workers={"num_envs_per_worker": 2},
+    )  # fmt: skip
+    worker = RolloutWorker(
+        config_mod.resolve(raw), PPO.policy_class("torch"), registry.load_env_adapter("gymnasium")
+    )
+    try:
+        episodes = worker.evaluate(4)
+    finally:
+        worker.stop()
+    assert Counter(e["env_id"] for e in episodes) == {0: 2, 1: 2}
+    assert sorted(e["length"] for e in episodes) == [1, 1, 20, 20]

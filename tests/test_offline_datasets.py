@@ -84,6 +84,8 @@ def test_round_trip_a_ppo_run_is_a_minari_dataset_of_exactly_what_was_sampled(tm
     metadata = dataset.storage.metadata
     assert metadata["algorithm_name"] == "ppo" and metadata["author"] == {"me"}
     assert metadata["minari_version"] == minari.__version__
+    assert metadata["rlgear_env"] == "CartPole-v1" and metadata["rlgear_env_adapter"] == "gymnasium"
+    assert metadata["rlgear_env_kwargs"] == {"max_episode_steps": MAX_STEPS}  # what rlgear evaluate rebuilds
     assert dataset.spec.env_spec is None  # env kwargs: the id alone would build another env
     assert dataset.observation_space.shape == (4,) and dataset.action_space.n == 2
     assert "rlgear-test/cartpole-v0" in minari.list_local_datasets()
@@ -108,6 +110,7 @@ def test_round_trip_a_ppo_run_is_a_minari_dataset_of_exactly_what_was_sampled(tm
 
     data = open_datasets("rlgear-test/cartpole-v0")  # read back by rlgear: identical
     assert data.has_action_logp and data.total_episodes == dataset.total_episodes
+    assert data.env_id == "CartPole-v1" and data.env.kwargs == {"max_episode_steps": MAX_STEPS}
     assert data.observation_space == Box(dataset.observation_space.low, dataset.observation_space.high)
     assert data.action_space == Discrete(2)
     for ours, theirs in zip(data.episodes(), dataset, strict=True):

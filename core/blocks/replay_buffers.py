@@ -74,6 +74,11 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def columns(self) -> dict[str, np.dtype]:
+        """The stored columns and their dtypes (empty before the first :meth:`add` fixes them)."""
+        return {} if self._storage is None else {key: value.dtype for key, value in self._storage.items()}
+
     def __repr__(self) -> str:
         columns = sorted(self._storage) if self._storage is not None else []
         return f"{type(self).__name__}({self._size}/{self._capacity} rows; columns {columns})"

@@ -159,6 +159,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     returns = np.array([e["episode_return"] for e in episodes])
     lengths = np.array([e["length"] for e in episodes])
     print(f"checkpoint: {evaluation.checkpoint}")
+    if evaluation.env_note:
+        print(evaluation.env_note)
     for path in evaluation.videos:
         print(f"video: {path}")
     print(

@@ -289,6 +289,13 @@ class CheckpointConfig:
     every: int = doc("Write a checkpoint every N iterations (0: only at the end).", 0)
     keep: int | None = doc("Keep only the newest K checkpoints (null: keep all).", 5)
     at_end: bool = doc("Write a checkpoint when the run ends (stop reached or Ctrl-C).", True)
+    init_from: str | None = doc(
+        "Start this run's policies from another run's weights: a checkpoint folder, or a run folder "
+        "(its newest checkpoint). How an offline run continues online (cql -> sac, discrete_cql -> "
+        "dqn); any checkpoint whose weights and spaces fit works. Weights and observation-filter "
+        "statistics only: optimizer, counters and replay start fresh. null: fresh weights.",
+        None,
+    )
 
 
 @dataclass

@@ -73,6 +73,8 @@ class LearnerActor:
         for policy_id, (observation_space, action_space) in spaces.items():
             self.learner.add_policy(policy_id, observation_space, action_space)
         self.group: Any = None
+        #: What :meth:`attach` built around this learner (an offline run's dataset reader), or None.
+        self.attached: Any = None
 
     # --- the process group ----------------------------------------------------------
     def ping(self) -> int:
@@ -155,6 +157,18 @@ class LearnerActor:
 
     def set_attribute(self, policy_id: str, name: str, value: Any) -> None:
         setattr(self.learner.policy_map[policy_id], name, writable(value))
+
+    # --- work that runs beside the learner, in its process -------------------------------
+    def attach(self, factory: Any, num_learners: int) -> None:
+        """``factory(learner, rank, num_learners, group)``: something that works with this learner
+        in this process (an offline run's reader of its own shard of the dataset, which then feeds
+        the learner without its data passing through the driver); :meth:`call_attached` calls it."""
+        self.attached = factory(self.learner, self.rank, int(num_learners), self.group)
+
+    def call_attached(self, method: str, *args: Any) -> Any:
+        if self.attached is None:
+            raise RuntimeError(f"learner {self.rank}: nothing is attached to call {method!r} on")
+        return getattr(self.attached, method)(*writable(args))
 
     def stop(self) -> None:
         if self.group is not None:

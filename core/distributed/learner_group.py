@@ -7,7 +7,9 @@ form one data-parallel group through the backend (``Backend.join_data_parallel_g
 ``torch.distributed`` group for torch): each takes a shard of every minibatch and the gradients
 are all-reduced, so the update is the one a single learner would make on the whole minibatch.
 
-Calls go to every actor (each replica must step alike); the answer is learner 0's. A policy of
+Calls go to every actor (each replica must step alike); the answer is learner 0's. Work can also
+be attached to every learner, in its process (:meth:`LearnerGroup.attach`): an offline run's
+reader of each learner's own shard of the dataset, which feeds its learner directly. A policy of
 :attr:`LearnerGroup.policy_map` is a :class:`RemotePolicy`, through which an algorithm's own
 calls (``update_target``, ``learn_on_batch``, ``td_errors``, ...) reach the replicas unchanged.
 
@@ -145,6 +147,7 @@ class LearnerGroup:
         self._global_timestep = 0
         self._device: str | None = None
         self._broken = False  # max_restarts used up: only the last weights are left (for a checkpoint)
+        self._attachment: Any = None  # attach()'s factory, attached again to a restarted group
         self._start_with_retries()
         if weights is not None:
             self.set_weights(weights)
@@ -265,6 +268,8 @@ class LearnerGroup:
         if self._last_weights is not None:
             self._broadcast("set_weights", self._last_weights, restart=False)
         self._broadcast("set_global_timestep", self._global_timestep, restart=False)
+        if self._attachment is not None:
+            self._broadcast("attach", self._attachment, self.num_learners, restart=False)
 
     def _raise_if_broken(self) -> None:
         if self._broken:
@@ -284,6 +289,10 @@ class LearnerGroup:
     def _broadcast(self, method: str, *args: Any, restart: bool = True) -> Any:
         """``method(*args)`` on every learner; learner 0's answer. A learner that died restarts the
         group and the call runs again on the new one."""
+        return self._broadcast_all(method, *args, restart=restart)[0]
+
+    def _broadcast_all(self, method: str, *args: Any, restart: bool = True) -> list[Any]:
+        """``method(*args)`` on every learner; every learner's answer, by rank (see :meth:`_broadcast`)."""
         from rlgear.distributed.ray_session import is_actor_failure
 
         self._raise_if_broken()
@@ -291,7 +300,7 @@ class LearnerGroup:
             refs_args = [self._put_large(a) for a in args]
             refs = [getattr(actor, method).remote(*refs_args) for actor in self._actors]
             try:
-                return self.ray.get(refs)[0]
+                return list(self.ray.get(refs))
             except Exception as err:
                 dead = _first_dead(self.ray, refs) if not is_actor_failure(err) else err
                 if dead is None or not restart:
@@ -384,6 +393,19 @@ class LearnerGroup:
         self._broadcast("set_state", dict(states))
         self._last_weights = None
         self.get_weights()
+
+    # --- work attached to every learner ------------------------------------------------
+    def attach(self, factory: Any) -> None:
+        """Build ``factory(learner, rank, num_learners, data_parallel_group)`` in every learner's
+        process (see :meth:`LearnerActor.attach`). ``factory`` is pickled to each actor; the group
+        keeps it and attaches it again after a restart, so what it holds (e.g. the readers' last
+        states, updated by the caller) is where a restarted group's attachments start from."""
+        self._attachment = factory
+        self._broadcast_all("attach", factory, self.num_learners)
+
+    def on_each(self, method: str, *args: Any) -> list[Any]:
+        """``method(*args)`` of every learner's attached object, at once; the answers by rank."""
+        return self._broadcast_all("call_attached", method, *args)
 
     def node_ids(self) -> list[str]:
         """The Ray node of each learner, by rank."""

@@ -11,8 +11,10 @@ random minibatches of single-step transitions (:mod:`rlgear.offline.transitions`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import functools
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,8 @@ class _OneDataset:
             raise
         except Exception as err:
             raise DatasetError(f"{self.where}: not a readable Minari dataset ({_one_line(err)})") from err
+        #: The env the dataset was recorded in, when its metadata says (:func:`recorded_env`).
+        self.env = recorded_env(metadata)
         flag = metadata.get("rlgear_action_logp")
         if flag is None:  # a dataset rlgear did not write: look at its first episode
             flag = self.total_episodes > 0 and ACTION_LOGP_INFO in (self.read([0])[0].get("infos") or {})
@@ -114,10 +118,22 @@ class OfflineData:
         self.total_steps = sum(d.total_steps for d in datasets)
         #: Whether every dataset has the behaviour policy's log-probabilities.
         self.has_action_logp = all(d.has_action_logp for d in datasets)
+        #: The env the (first) dataset was recorded in, or None when no metadata names one.
+        self.env: RecordedEnv | None = next((d.env for d in datasets if d.env is not None), None)
+        #: Its env id (``env.name``), or None.
+        self.env_id: str | None = None if self.env is None else self.env.name
         #: (dataset index, episode index) of every episode, in dataset order.
         self._index = np.array(
             [(k, j) for k, d in enumerate(datasets) for j in range(d.total_episodes)], dtype=np.int64
         ).reshape(-1, 2)
+
+    def reopen(self) -> Callable[[], OfflineData]:
+        """A picklable way to open these datasets again in another process (a learner actor that
+        reads its own shard): by their absolute folders, so neither the process's working
+        directory nor its ``MINARI_DATASETS_PATH`` matters."""
+        return functools.partial(
+            open_datasets, [str(Path(d.data_path).resolve()) for d in self._datasets], self.source
+        )
 
     def check_env_spaces(self, observation_space: Space, action_space: Space, env_name: str) -> None:
         """Refuse a dataset recorded in another env (spaces differ): one line naming both."""
@@ -161,12 +177,15 @@ class OfflineData:
         num_shards: int = 1,
         buffer_episodes: int = 1000,
         obs_transform: Any = None,
+        action_mask: Any = None,
     ) -> Any:
         """Endless random minibatches of transitions (a :class:`~rlgear.offline.transitions.TransitionStream`:
         iterate it; its ``epochs_completed`` counts passes over the shard)."""
         from rlgear.offline.transitions import TransitionStream
 
-        return TransitionStream(self, batch_size, rng, shard, num_shards, buffer_episodes, obs_transform)
+        return TransitionStream(
+            self, batch_size, rng, shard, num_shards, buffer_episodes, obs_transform, action_mask
+        )
 
     def _episode(self, data: dict[str, Any], dataset: int, index: int) -> Episode:
         infos = data.get("infos") or {}
@@ -181,6 +200,52 @@ class OfflineData:
             id=int(data.get("id", index)),
             dataset=dataset,
         )
+
+
+@dataclass(frozen=True)
+class RecordedEnv:
+    """An ``env`` section that rebuilds the env a dataset was recorded in (wrappers aside)."""
+
+    name: str
+    adapter: str = "gymnasium"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Which metadata said so: ``rlgear_env`` (rlgear's recorder) or ``env_spec`` (Minari's).
+    source: str = "env_spec"
+
+
+def recorded_env(metadata: Mapping[str, Any]) -> RecordedEnv | None:
+    """The env a dataset's metadata names: rlgear's ``rlgear_env`` (with its adapter and kwargs, as
+    the recording run had them), else Minari's ``env_spec`` (its id, with the kwargs and
+    ``max_episode_steps`` that differ from the id's registration here), else None."""
+    name = metadata.get("rlgear_env")
+    if isinstance(name, str) and name:
+        kwargs = metadata.get("rlgear_env_kwargs")
+        return RecordedEnv(
+            name,
+            str(metadata.get("rlgear_env_adapter") or "gymnasium"),
+            dict(kwargs) if isinstance(kwargs, Mapping) else {},
+            "rlgear_env",
+        )
+    try:
+        spec = json.loads(metadata.get("env_spec") or "null")
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("id"), str):
+        return None
+    kwargs = dict(spec.get("kwargs") or {})
+    steps = spec.get("max_episode_steps")
+    try:
+        import gymnasium as gym
+
+        registered = gym.spec(spec["id"])
+        kwargs = {k: v for k, v in kwargs.items() if registered.kwargs.get(k, object()) != v}
+        if steps == registered.max_episode_steps:
+            steps = None
+    except Exception:  # not registered here (a plugin's namespace not imported): keep everything
+        pass
+    if steps is not None:
+        kwargs["max_episode_steps"] = steps
+    return RecordedEnv(spec["id"], "gymnasium", kwargs, "env_spec")
 
 
 def open_datasets(

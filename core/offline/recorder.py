@@ -17,6 +17,8 @@ destination never holds half a dataset: it holds the episodes finished before th
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import shutil
@@ -86,6 +88,7 @@ class DatasetRecorder:
             "algorithm_name": str(config.algorithm),
             "minari_version": _minari_version(),
             "rlgear_env": str(config.env.name),
+            **_env_record(config),
         }
         if self.offline.output_author:
             metadata["author"] = {self.offline.output_author}
@@ -213,6 +216,17 @@ def _minari_version() -> str:
     import minari
 
     return str(minari.__version__)
+
+
+def _env_record(config: Any) -> dict[str, Any]:
+    """``rlgear_env_adapter`` and ``rlgear_env_kwargs``: with ``rlgear_env``, what ``rlgear
+    evaluate`` builds for a run trained from this dataset without an env section (wrappers are not
+    kept; kwargs that JSON cannot hold are left out, and then the kwargs key altogether)."""
+    record: dict[str, Any] = {"rlgear_env_adapter": str(config.env.adapter)}
+    if config.env.kwargs:
+        with contextlib.suppress(TypeError, ValueError):
+            record["rlgear_env_kwargs"] = json.loads(json.dumps(dict(config.env.kwargs)))
+    return record
 
 
 def _env_spec(config: Any) -> Any:

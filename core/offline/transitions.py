@@ -29,10 +29,18 @@ class TransitionStream:
 
     Columns: ``obs`` and ``next_obs`` (the env's raw observations; for Dict/Tuple spaces, or with
     ``obs_transform``, what ``obs_transform`` makes of them, by default rlgear's flat layout,
-    :class:`~rlgear.preprocessing.ObservationPreprocessor`), ``actions`` (flat rows, as in train
-    batches), ``rewards`` (float32), ``terminateds`` / ``truncateds`` (bool: whether the step ended
-    its episode, and how; ``next_obs`` of such a step is the episode's final observation),
-    ``action_logp`` when the datasets have it, ``eps_id`` and ``t``.
+    :class:`~rlgear.preprocessing.ObservationPreprocessor`), ``action_mask`` and
+    ``next_action_mask`` (bool ``[B, n]``, the actions allowed at ``obs`` and at ``next_obs``) when
+    a Dict observation has an ``action_mask`` key (or with ``action_mask``), ``actions`` (flat rows,
+    as in train batches), ``rewards`` (float32), ``terminateds`` / ``truncateds`` (bool: whether the
+    step ended its episode, and how; ``next_obs`` of such a step is the episode's final
+    observation), ``action_logp`` when the datasets have it, ``eps_id`` and ``t``.
+
+    ``obs_transform`` and ``action_mask`` take an episode's raw observations (``T+1`` rows, a dict /
+    tuple of arrays for Dict / Tuple spaces) and run once per episode read, not per minibatch: an
+    offline trainer passes its own preprocessing, so the rows are preprocessed exactly once, the
+    way its policy sees observations in the env. Without ``obs_transform``, a Dict / Tuple space gets
+    the default layout and mask; with it, masks come only from ``action_mask``.
 
     Attributes:
         epochs_completed: full passes over the shard's episodes read so far.
@@ -48,6 +56,7 @@ class TransitionStream:
         num_shards: int = 1,
         buffer_episodes: int = 1000,
         obs_transform: Callable[[Any], Any] | None = None,
+        action_mask: Callable[[Any], np.ndarray | None] | None = None,
     ):
         if batch_size < 1 or buffer_episodes < 1:
             raise ValueError(
@@ -65,8 +74,12 @@ class TransitionStream:
             )
         self.capacity = min(buffer_episodes, self.shard_size)
         if obs_transform is None and isinstance(data.observation_space, Dict | Tuple):
-            obs_transform = ObservationPreprocessor(data.observation_space, data.action_space).transform
+            preprocessor = ObservationPreprocessor(data.observation_space, data.action_space)
+            obs_transform = preprocessor.transform
+            if action_mask is None and preprocessor.mask_width is not None:
+                action_mask = preprocessor.action_mask
         self.obs_transform = obs_transform
+        self.action_mask = action_mask
         self.epochs_completed = 0
         self.episodes_read = 0
         self._pass = iter(())
@@ -110,10 +123,9 @@ class TransitionStream:
             self._table = None
 
     def _rows(self, episode: Episode) -> SampleBatch:
-        observations = episode.observations
-        if self.obs_transform is not None:
-            observations = self.obs_transform(observations)
-        observations = np.asarray(observations)
+        raw = episode.observations
+        observations = np.asarray(raw if self.obs_transform is None else self.obs_transform(raw))
+        mask = None if self.action_mask is None else self.action_mask(raw)
         actions = episode.actions
         if isinstance(self.data.action_space, Dict | Tuple) or not isinstance(actions, np.ndarray):
             actions = flatten_action(self.data.action_space, actions)
@@ -128,6 +140,10 @@ class TransitionStream:
             SampleBatch.EPS_ID: np.full(n, episode.dataset * 2**32 + episode.id, dtype=np.int64),
             SampleBatch.T: np.arange(n, dtype=np.int64),
         }
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            columns[SampleBatch.ACTION_MASK] = mask[:-1]
+            columns[SampleBatch.NEXT_ACTION_MASK] = mask[1:]
         if episode.action_logp is not None:
             columns[SampleBatch.ACTION_LOGP] = episode.action_logp
         return SampleBatch(columns)

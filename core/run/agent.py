@@ -107,6 +107,8 @@ class Evaluation:
     checkpoint: Path
     episodes: list[dict[str, Any]]
     videos: list[Path]
+    #: One line saying which env was used when the checkpoint's run had no env section, else None.
+    env_note: str | None = None
 
 
 def evaluate_checkpoint(
@@ -125,6 +127,9 @@ def evaluate_checkpoint(
     if episodes <= 0:
         raise RLGearError(f"--episodes: expected a positive number, got {episodes}")
     folder, config = checkpoint_config(path, overrides)
+    env_note = None
+    if not config.has_env:  # an offline run without env: the env its dataset was recorded in
+        config, env_note = _dataset_env_config(folder, config, overrides)
     trainer_cls = registry.load_algorithm(config.algorithm)
     policy_cls = trainer_cls.policy_class(config.backend)
     adapter = registry.load_env_adapter(config.env.adapter)
@@ -174,7 +179,38 @@ def evaluate_checkpoint(
     finally:
         evaluator.stop()  # closing the env writes a clip whose episode did not end
     videos = [video.path(i) for i in video.started if video.path(i).exists()] if video is not None else []
-    return Evaluation(folder, finished, videos)
+    return Evaluation(folder, finished, videos, env_note)
+
+
+def _dataset_env_config(folder: Path, config: RunConfig, overrides: Sequence[str]) -> tuple[RunConfig, str]:
+    """``config`` with the env its dataset was recorded in (the checkpoint's ``dataset_env``, or
+    ``dataset_env_id``), and a line saying so; an error naming ``env.name`` when it has none."""
+    import json
+
+    _, _, raw, metadata = ckpt.read(folder)
+    recorded = metadata.get("dataset_env")
+    if not isinstance(recorded, dict) or not recorded.get("name"):
+        name = metadata.get("dataset_env_id")
+        recorded = {"name": name, "adapter": "gymnasium", "kwargs": {}} if name else None
+    if recorded is None:
+        raise RLGearError(
+            f"env.name: {folder} is a checkpoint of a run without an env section, and its dataset "
+            "names no env it was recorded in: evaluate with --set env.name=<gymnasium id or module:Class>"
+        )
+    dataset_env = [
+        f"env.name={json.dumps(recorded['name'])}",
+        f"env.adapter={json.dumps(recorded.get('adapter') or 'gymnasium')}",
+        f"env.kwargs={json.dumps(recorded.get('kwargs') or {})}",
+    ]
+    resolved = config_mod.resolve(
+        raw, source=str(folder / ckpt.CONFIG_FILE), overrides=[*dataset_env, *overrides]
+    )
+    kwargs = f" with kwargs {recorded['kwargs']}" if recorded.get("kwargs") else ""
+    note = (
+        f"env: the run had no env section; evaluating in '{recorded['name']}'{kwargs}, the env its "
+        "dataset was recorded in (--set env.name=... for another)"
+    )
+    return resolved, note
 
 
 class LoadedPolicy:

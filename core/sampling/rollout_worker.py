@@ -412,15 +412,26 @@ class RolloutWorker:
     ) -> list[dict[str, Any]]:
         """Run ``num_episodes`` fresh episodes (greedy unless ``explore``) and return their summaries.
 
-        The envs are reset first and after, so training fragments never mix with these.
+        The envs are reset first and after, so training fragments never mix with these. Each env
+        contributes a fixed share of the episodes (env ``i`` its first ``(num_episodes + i) // n``),
+        as Stable-Baselines3's ``evaluate_policy`` does: taking whichever episodes end first would
+        favour short ones (with 8 envs and 10 episodes, a policy that sometimes balances for 500
+        steps would be scored on its failures only).
         """
         self.reset(env_seed(self.config.seed, self.worker_index, epoch=10_000))
+        envs = self.num_envs
+        quota = [(num_episodes + i) // envs for i in range(envs)]
+        taken = [0] * envs
         finished: list[dict[str, Any]] = []
         self._finished = []
         start = time.monotonic()
         while len(finished) < num_episodes:
             self._sampler.step(explore=explore, record=False)
-            finished.extend(self._finished)
+            for summary in self._finished:
+                env = int(summary.get("env_id", 0)) % envs
+                if taken[env] < quota[env]:
+                    taken[env] += 1
+                    finished.append(summary)
             self._finished = []
             if max_seconds is not None and time.monotonic() - start > max_seconds:
                 break

@@ -44,6 +44,7 @@ class ARS(EvolutionTrainer):
 
     @classmethod
     def check_config(cls, config: RunConfig) -> None:
+        super().check_config(config)
         if config.training.version == "v1" and config.model.observation_filter != "none":
             raise config.fail(
                 "model.observation_filter",

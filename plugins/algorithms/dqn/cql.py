@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlgear.plugins.algorithms.dqn.cql_config import DiscreteCQLConfig
-from rlgear.plugins.families.offline import OfflineTrainer, TransitionBatches
+from rlgear.plugins.families.offline import OfflineTrainer
 from rlgear.plugins.families.offline.batches import Batches
 
 
@@ -34,10 +34,7 @@ class DiscreteCQL(OfflineTrainer):
 
     def make_batches(self) -> Batches:
         """One-step transitions with ``discounts`` (gamma, 0 after a terminal): DQN's TD target."""
-        training = self.config.training
-        return TransitionBatches(
-            self.data, self.observations, training.train_batch_size, self.data_rng, training.gamma
-        )
+        return self.transition_batches(self.config.training.gamma)
 
     def after_gradient_step(self) -> None:
         """Every ``target_network_update_freq`` gradient steps, move the target network (Mnih et al. 2015)."""

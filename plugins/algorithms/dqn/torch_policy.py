@@ -328,7 +328,7 @@ class DQNTorchPolicy(NoiseRngState, TargetNetworkState, TargetModel, TorchPolicy
         rows[_ROW] = np.arange(len(batch))
         stats = super().learn_on_batch(rows)
         group = self.data_parallel
-        if group is not None:  # each learner filled its shard's rows: gather them all
+        if group is not None and group.own is None:  # each learner filled its shard's rows: gather them
             own = self.td_errors if self.last_shard_share > 0 else np.zeros_like(self.td_errors)
             self.td_errors = group.all_reduce_numpy(own)
         return stats

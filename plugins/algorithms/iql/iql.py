@@ -8,7 +8,7 @@ target critics after every step (``training.tau``).
 from __future__ import annotations
 
 from rlgear.plugins.algorithms.iql.config import IQLConfig
-from rlgear.plugins.families.offline import OfflineTrainer, TransitionBatches
+from rlgear.plugins.families.offline import OfflineTrainer
 from rlgear.plugins.families.offline.batches import Batches
 
 
@@ -26,7 +26,4 @@ class IQL(OfflineTrainer):
 
     def make_batches(self) -> Batches:
         """One-step transitions with ``discounts`` (gamma, 0 after a terminal): Q's TD target."""
-        training = self.config.training
-        return TransitionBatches(
-            self.data, self.observations, training.train_batch_size, self.data_rng, training.gamma
-        )
+        return self.transition_batches(self.config.training.gamma)

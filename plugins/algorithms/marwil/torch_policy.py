@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from rlgear.plugins.backends.torch import DiagGaussian, TorchPolicy, masked_mean
+from rlgear.plugins.backends.torch.losses import minibatch_mean
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
@@ -54,8 +55,10 @@ class MARWILTorchPolicy(TorchPolicy):
             advantages = batch[SB.VALUE_TARGETS] - values
             sqd_adv_mean = masked_mean(advantages**2, mask)
             with torch.no_grad():
+                # the whole minibatch's mean: data-parallel learners must all move the norm alike
+                whole_sqd_adv_mean = minibatch_mean(advantages.detach() ** 2, mask)
                 norm = self.moving_average_sqd_adv_norm.to(values.device)
-                norm = norm + settings.moving_average_sqd_adv_norm_update_rate * (sqd_adv_mean - norm)
+                norm = norm + settings.moving_average_sqd_adv_norm_update_rate * (whole_sqd_adv_mean - norm)
                 self.moving_average_sqd_adv_norm = norm
                 weights = torch.exp(settings.beta * advantages / (1e-8 + norm.sqrt()))
             policy_loss = -masked_mean(weights * logp, mask)

@@ -11,7 +11,7 @@ its target critics itself after every step.
 from __future__ import annotations
 
 from rlgear.plugins.algorithms.sac.cql_config import CQLConfig
-from rlgear.plugins.families.offline import OfflineTrainer, TransitionBatches
+from rlgear.plugins.families.offline import OfflineTrainer
 from rlgear.plugins.families.offline.batches import Batches
 
 
@@ -27,7 +27,4 @@ class CQL(OfflineTrainer):
 
     def make_batches(self) -> Batches:
         """One-step transitions with ``discounts`` (gamma, 0 after a terminal): SAC's critic target."""
-        training = self.config.training
-        return TransitionBatches(
-            self.data, self.observations, training.train_batch_size, self.data_rng, training.gamma
-        )
+        return self.transition_batches(self.config.training.gamma)

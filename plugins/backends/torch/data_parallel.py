@@ -15,6 +15,12 @@ group is active. Everything else a policy keeps (its generators, counters, targe
 schedules) stays equal on every replica because every replica runs the same code on the same
 global numbers.
 
+When each learner reads its own rows instead (offline learners, each on its own shard of the
+dataset: :meth:`DataParallelGroup.own_rows`), a learner's batch is its part of a minibatch that is
+the union of every learner's rows in rank order; it learns on all of it, weighted by its rows'
+share, and what the loss computes over the whole minibatch goes through collectives
+(:func:`minibatch_sum`), since no learner holds the others' rows.
+
 The process group is ``torch.distributed``: gloo on CPU, NCCL when the learners are on CUDA.
 """
 
@@ -76,6 +82,23 @@ class DataParallelGroup:
         )
 
     # --- which rows ----------------------------------------------------------------
+    #: While :meth:`own_rows` runs: ``(offset, count, total)``, this learner's rows are rows
+    #: ``offset .. offset + count`` of a minibatch of ``total`` rows that no learner holds whole.
+    own: tuple[int, int, int] | None = None
+
+    @contextlib.contextmanager
+    def own_rows(self, offset: int, count: int, total: int) -> Iterator[DataParallelGroup]:
+        """Each learner's batch is only its own rows of the minibatch (it read them itself): a
+        policy learns on all of them with share ``count / total`` instead of cutting a shard, and
+        per-row outputs (TD errors) stay its own."""
+        if not 0 < count <= total or not 0 <= offset <= total - count:
+            raise ValueError(f"own rows {offset}..{offset + count} of a {total}-row minibatch")
+        previous, self.own = self.own, (int(offset), int(count), int(total))
+        try:
+            yield self
+        finally:
+            self.own = previous
+
     def shards(self, rows: np.ndarray, rows_per_sequence: int = 1) -> list[np.ndarray]:
         """``rows`` cut into ``world_size`` contiguous shards, sequences (``rows_per_sequence``
         rows each) kept whole. A shard may be empty when there are fewer sequences than learners."""

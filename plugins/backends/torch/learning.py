@@ -86,11 +86,16 @@ class TorchLearning:
         (:meth:`minibatch_weight`); ``(rows, 1.0)`` without a data-parallel group.
 
         A learner whose shard is empty (fewer sequences than learners) computes the loss on the
-        first sequence with share 0, so that it still takes part in the all-reduce.
+        first sequence with share 0, so that it still takes part in the all-reduce. A learner that
+        read its own rows (:meth:`DataParallelGroup.own_rows`) keeps them all, with their share.
         """
         group = self.data_parallel
         if group is None:
             return rows, 1.0
+        if group.own is not None:  # the learner read its own rows: all of them are its shard
+            _, count, total = group.own
+            self.last_shard_share = count / total
+            return rows, self.last_shard_share
         shards = group.shards(rows, self.rows_per_sequence)
         weights = [self.minibatch_weight(tensors, shard) if len(shard) else 0.0 for shard in shards]
         total = sum(weights)
@@ -119,6 +124,9 @@ class TorchLearning:
         shard = {k: v[index] for k, v in tensors.items()}
         if group is None:
             loss, stats = self.loss(shard)
+        elif group.own is not None:  # nobody holds the whole minibatch: its statistics are collectives
+            with group.active(None):
+                loss, stats = self.loss(shard)
         else:
             whole = MinibatchView(tensors, torch.from_numpy(minibatch).to(self.device), shard)
             with group.active(whole):

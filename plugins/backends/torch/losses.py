@@ -20,6 +20,18 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tens
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def minibatch_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`masked_mean` over the whole minibatch: with data-parallel learners the sums of every
+    learner's shard (:func:`~.data_parallel.minibatch_sum`), so a statistic that steers the update
+    (MARWIL's advantage norm) is the same number on every learner and the one a single learner
+    computes; ``masked_mean(x, mask)`` itself otherwise."""
+    if active_group() is None:
+        return masked_mean(x, mask)
+    weights = torch.ones_like(x) if mask is None else mask.to(x.dtype)
+    count, total = minibatch_sum(torch.stack([weights.sum(), (x * weights).sum()]))
+    return total / count.clamp(min=1.0)
+
+
 def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean 0, std 1 (unbiased) over the (mini)batch's rows, or over those where ``mask`` is 1;
     a single row is left as it is. With data-parallel learners the mean and variance are the

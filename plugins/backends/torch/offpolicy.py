@@ -302,6 +302,9 @@ class OffPolicyTorchPolicy(TorchPolicy):
         tensors = self.to_tensors(shard, self.learner_columns(self.loss_columns))
         update_actor = self.update_actor_now()
         self._noise_rows = None if group is None else (rows, len(batch))
+        if group is not None and group.own is not None:  # own rows: rows offset.. of the union's noise
+            offset, count, total = group.own
+            self._noise_rows = (np.arange(offset, offset + count), total)
         try:
             with contextlib.nullcontext() if group is None else group.active():
                 loss, stats, td_errors = self.loss(tensors, update_actor)
@@ -310,6 +313,9 @@ class OffPolicyTorchPolicy(TorchPolicy):
         self.optimizer.zero_grad()
         loss.backward()
         if group is None:
+            self.td_errors = td_errors.detach().cpu().numpy()
+        elif group.own is not None:  # own rows: their TD errors are this learner's alone
+            loss, stats = group.all_reduce_step(self.optimizer.params, loss, stats, share)
             self.td_errors = td_errors.detach().cpu().numpy()
         else:
             loss, stats = group.all_reduce_step(self.optimizer.params, loss, stats, share)

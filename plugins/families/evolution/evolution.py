@@ -149,6 +149,20 @@ class EvolutionTrainer(Trainer):
     policies: ClassVar[dict[str, str]] = {"*": "rlgear.plugins.families.evolution.evolution:EvolutionPolicy"}
     action_spaces = frozenset({"discrete", "continuous"})
 
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Refuse ``offline.output``: perturbed policies are scored in episodes the workers run
+        themselves (:func:`run_perturbation_task`), not through the sampler that records them, so
+        the run would write no dataset."""
+        super().check_config(config)
+        if config.offline.output is not None:
+            raise config.fail(
+                "offline.output",
+                f"algorithm '{cls.name}' records nothing: it scores perturbed policies outside the "
+                "sampler that records episodes; record with an algorithm that samples (ppo, dqn, sac, "
+                "...) or leave offline.output unset",
+            )
+
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
         training = config.training

@@ -69,7 +69,13 @@ class _Counted:
 
 
 class TransitionBatches(_Counted):
-    """Minibatches of ``batch_size`` single transitions, drawn by the dataset reader from ``rng``.
+    """Minibatches of ``batch_size`` single transitions, drawn by the dataset reader from ``rng``
+    out of a shuffle buffer of ``buffer_episodes`` episodes (``offline.input_shuffle_buffer_episodes``).
+
+    The reader gets the raw episodes and ``observations``' preprocessing (Dict / Tuple layout)
+    and action-mask reading, which it applies once per episode it reads: rows arrive in the
+    policy's layout with ``action_mask`` / ``next_action_mask`` when the observations carry one,
+    and only the observation filter (frozen statistics) is applied here, per minibatch.
 
     With ``gamma``, each row also gets ``discounts = gamma * (1 - terminated)``: the one-step rows
     of the replay family (``rewards`` plus ``discounts`` times the value of ``next_obs``), so
@@ -84,11 +90,18 @@ class TransitionBatches(_Counted):
         batch_size: int,
         rng: np.random.Generator,
         gamma: float | None = None,
+        buffer_episodes: int = 1000,
     ):
         self.data = data
         self.observations = observations
         self.gamma = gamma
-        self._stream = data.transitions(batch_size, rng)
+        self._stream = data.transitions(
+            batch_size,
+            rng,
+            buffer_episodes=buffer_episodes,
+            obs_transform=observations.preprocess,
+            action_mask=observations.action_mask,
+        )
 
     def __iter__(self) -> Iterator[SB]:
         return self
@@ -97,12 +110,9 @@ class TransitionBatches(_Counted):
         raw = next(self._stream)
         columns = dict(raw)
         self.rows_read += len(columns[SB.ACTIONS])
-        for obs_key, mask_key in ((SB.OBS, SB.ACTION_MASK), (SB.NEXT_OBS, SB.NEXT_ACTION_MASK)):
+        for obs_key in (SB.OBS, SB.NEXT_OBS):
             if obs_key in columns:
-                mask = self.observations.action_mask(columns[obs_key])
-                columns[obs_key] = self.observations(columns[obs_key])
-                if mask is not None:
-                    columns[mask_key] = mask
+                columns[obs_key] = self.observations.filter(columns[obs_key])
         if self.gamma is not None:
             terminated = np.asarray(columns[TERMINATEDS], dtype=bool)
             columns[SB.DISCOUNTS] = np.where(terminated, 0.0, self.gamma).astype(np.float32)

@@ -3,8 +3,9 @@
 Written like an online run's (:mod:`rlgear.run.trainer_state`, the same file layout and keys, so
 ``rlgear evaluate`` and ``rlgear export`` read it), without what only envs and workers have (env
 statistics, fault counters, the episode window). The metadata keeps the dataset's spaces and,
-under ``dataset_env_id``, the env the dataset was recorded in when the reader knows it (a run
-without an ``env`` section has no other record of it).
+under ``dataset_env_id`` (and ``dataset_env``: its adapter and kwargs), the env the dataset was
+recorded in when its metadata says (a run without an ``env`` section has no other record of it:
+``rlgear evaluate`` falls back to it).
 
 What resumes exactly: weights, optimizer state, counters, the framework's RNG, the filter
 statistics and the generator of the data order. What does not: the position in the dataset, as
@@ -53,7 +54,7 @@ def collect(trainer: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             "restore_epoch": trainer.restore_epoch,
         },
         "metrics_window": trainer.metrics.get_state(),
-        "fault_counters": {},
+        "fault_counters": {"learner_restarts": int(getattr(trainer.learner, "num_restarts", 0))},
         "policy_metas": policy_metas,
         "algorithm_state": trainer.get_algorithm_state(),
     }
@@ -76,7 +77,7 @@ def snapshot(trainer: Any) -> dict[str, Any]:
         "timesteps_total": trainer.timesteps_total,
         **spaces,
         "policy_spaces": {pid: dict(spaces) for pid in trainer.learner.policy_map},
-        "dataset_env_id": trainer.config.env.name or getattr(trainer.data, "env_id", None),
+        **dataset_env(trainer),
         "python": platform.python_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -86,6 +87,24 @@ def snapshot(trainer: Any) -> dict[str, Any]:
         "config": trainer.config.to_dict(),
         "metadata": metadata,
     }
+
+
+def dataset_env(trainer: Any) -> dict[str, Any]:
+    """``dataset_env_id``: the run's env, else the one its dataset was recorded in (None when
+    unknown); without an env section also ``dataset_env`` (adapter, kwargs), which ``rlgear
+    evaluate`` builds when no ``env.name`` is given."""
+    if trainer.config.env.name:
+        return {"dataset_env_id": trainer.config.env.name}
+    recorded = getattr(trainer.data, "env", None)
+    out: dict[str, Any] = {"dataset_env_id": getattr(trainer.data, "env_id", None)}
+    if recorded is not None:
+        out["dataset_env"] = {
+            "name": recorded.name,
+            "adapter": recorded.adapter,
+            "kwargs": dict(recorded.kwargs),
+            "source": recorded.source,
+        }
+    return out
 
 
 def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint") -> None:
@@ -133,6 +152,8 @@ def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint
         )
     if filter_arrays:
         obs_filter.set_state(filter_arrays, "the checkpoint")
+    if hasattr(learner, "restore_fault_state"):  # learner actors: their restarts go on counting
+        learner.restore_fault_state(int(state.get("fault_counters", {}).get("learner_restarts", 0)))
     counters = state["counters"]
     trainer.iteration = int(counters["training_iteration"])
     trainer.time_total_s = float(counters["time_total_s"])

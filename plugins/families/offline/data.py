@@ -7,7 +7,7 @@ object with that interface (a test's in-memory episodes) can stand in for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -51,10 +51,21 @@ class OfflineData(Protocol):
         ...
 
     def transitions(
-        self, batch_size: int, rng: np.random.Generator, shard: int = 0, num_shards: int = 1
+        self,
+        batch_size: int,
+        rng: np.random.Generator,
+        shard: int = 0,
+        num_shards: int = 1,
+        buffer_episodes: int = 1000,
+        obs_transform: Callable[[Any], Any] | None = None,
+        action_mask: Callable[[Any], np.ndarray | None] | None = None,
     ) -> Iterator[SampleBatch]:
         """Endless minibatches of single transitions: ``obs``, ``actions``, ``rewards``,
-        ``new_obs``, ``terminateds``, ``truncateds`` (and ``action_logp`` when recorded)."""
+        ``next_obs``, ``terminateds``, ``truncateds`` (and ``action_logp`` when recorded).
+
+        ``obs_transform`` turns an episode's raw observations into ``obs`` / ``next_obs`` rows;
+        ``action_mask`` reads its allowed actions from them (``action_mask`` / ``next_action_mask``
+        columns when it returns an array); both run once per episode read, on raw observations."""
         ...
 
 

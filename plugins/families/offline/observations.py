@@ -44,8 +44,16 @@ class DatasetObservations:
         return counted
 
     def __call__(self, observations: Any) -> np.ndarray:
-        """A batch of raw observations ``[B, ...]`` as model input."""
-        features = self.preprocessor.transform(observations)
+        """A batch of raw observations ``[B, ...]`` as model input: :meth:`preprocess`, then :meth:`filter`."""
+        return self.filter(self.preprocess(observations))
+
+    def preprocess(self, observations: Any) -> np.ndarray:
+        """Raw observations ``[B, ...]`` in the policy's layout, before the filter (the dataset
+        reader applies this once per episode it reads; :meth:`filter` runs per minibatch)."""
+        return np.asarray(self.preprocessor.transform(observations))
+
+    def filter(self, features: np.ndarray) -> np.ndarray:
+        """Preprocessed observations normalised by the frozen filter (unchanged without one)."""
         if self.obs_filter is not None:
             return self.obs_filter.apply(features)
         return np.asarray(features)

@@ -74,6 +74,8 @@ class ApexTrainer(ReplayTrainer):
     A subclass lists it before its base algorithm and implements :meth:`worker_exploration`.
     """
 
+    reads_datasets = False  # replay lives in remote shards: pre-filling them is not built
+
     multi_agent = False  # one policy: the shards hold one policy's transitions
     #: ``rlgear plugins --check``'s short run needs a Ray worker (check_config refuses 0)
     check_overrides = {"workers": {"num_workers": 1}}

@@ -40,6 +40,7 @@ from rlgear.blocks.schedules import piecewise_linear
 from rlgear.config import RunConfig, multiagent
 from rlgear.distributed.rollout_ops import replay, synchronous_parallel_sample
 from rlgear.errors import CheckpointError
+from rlgear.plugins.families.replay import replay_prefill
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.trainer import Trainer
 
@@ -69,7 +70,13 @@ def make_replay_buffer(config: RunConfig) -> ReplayBuffer:
 
 
 class ReplayTrainer(Trainer):
-    """A Trainer whose training step samples into a replay buffer and learns from replayed minibatches."""
+    """A Trainer whose training step samples into a replay buffer and learns from replayed minibatches.
+
+    ``offline.input`` pre-fills the buffer with recorded transitions
+    (:mod:`~rlgear.plugins.families.replay.replay_prefill`).
+    """
+
+    reads_datasets = True
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
@@ -87,6 +94,12 @@ class ReplayTrainer(Trainer):
         self._replay_buffer_metas: dict[str, Any] | None = None  # the same, one per policy
         # from get_algorithm_state, for get_algorithm_arrays
         self._buffer_arrays_out: dict[str, np.ndarray] = {}
+        #: ``offline.input``: the datasets' transitions go into the buffer after the first sampled rows
+        #: (which fix its columns); a run resumed with a stored buffer does not add them again.
+        self.prefill_pending = config.offline.input is not None
+        self._prefill_data = replay_prefill.open_for(self) if self.prefill_pending else None
+        #: Recorded transitions put in the buffer (``learner/replay_prefilled_rows`` in results).
+        self.prefilled_rows = 0
 
     # --- the algorithm -------------------------------------------------------------------
     def training_step(self) -> dict[str, float]:
@@ -99,6 +112,10 @@ class ReplayTrainer(Trainer):
         )
         for pid, rows in rows_of_policy.items():
             self.replay_buffers[pid].add(rows)
+        if self.prefill_pending:
+            self.prefill_pending = False
+            self.prefilled_rows = replay_prefill.prefill(self, self._prefill_data)
+            self._prefill_data = None
         timesteps = self.timesteps_total + steps
         self.set_global_timestep(timesteps)
 
@@ -117,6 +134,8 @@ class ReplayTrainer(Trainer):
             stats["replay_buffer_size"] = float(len(buffer))
             per_policy.update({f"{pid}/{key}": value for key, value in stats.items()})
         out = self.learner_stats(per_policy)
+        if self.config.offline.input is not None:
+            out["replay_prefilled_rows"] = float(self.prefilled_rows)  # learner/replay_prefilled_rows
         if learned:
             out.update(self.after_learning(timesteps))
         self.workers.sync_weights()
@@ -225,6 +244,8 @@ class ReplayTrainer(Trainer):
         return {REPLAY_PREFIX + key: value for key, value in buffer_arrays.items()}
 
     def set_algorithm_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        if self._replay_buffer_metas is not None or self._replay_buffer_meta is not None:
+            self.prefill_pending = False  # the stored buffer holds the recorded rows already
         metas, self._replay_buffer_metas = self._replay_buffer_metas, None
         if metas is not None:
             for pid, meta in metas.items():
