@@ -31,7 +31,8 @@ Usage:
     nohup nice -n 5 python bench/offline.py &      # the full run -> bench/results/offline.json
     python bench/offline.py --report               # only recompute the summary from the runs
     python bench/offline.py --profile              # cProfile of one rlgear cql run, into the results
-Needs: torch, minari, d3rlpy==2.8.1 (``pip install d3rlpy==2.8.1`` kept beside gymnasium>=1.1).
+Needs: torch, minari and d3rlpy==2.8.1, installed with gymnasium 1.4 put back over its 1.0.0 pin
+(``pip install d3rlpy==2.8.1 && pip install "gymnasium[classic-control]==1.4.0"``; d3rlpy runs on it).
 """
 
 from __future__ import annotations
@@ -561,34 +562,58 @@ def iqm_ci(groups: list[np.ndarray], reps: int = 5000, seed: int = 0) -> tuple[f
 
 
 def summarize(results: dict[str, Any], envs: list[str]) -> dict[str, Any]:
+    """IQMs, intervals and wall clocks per (env, dataset, algorithm, library) and per (env,
+    algorithm, library) over the datasets.
+
+    Where both libraries have runs of an (env, algorithm), only the (dataset, seed) pairs both
+    finished count, so a bench stopped part-way compares like with like. The wall-clock ratio is
+    given twice: of the mean training seconds, and the median over those pairs of rlgear's over
+    d3rlpy's (the two run one after the other, so each pair shares the machine's load of the moment).
+    """
     runs = results["runs"]
     cells: list[dict[str, Any]] = []
     aggregate: list[dict[str, Any]] = []
+
+    def seeds_of(env: str, dataset: str, algo: str, library: str) -> dict[int, dict[str, Any]]:
+        prefix = f"{env}/{dataset}/{algo}/{library}/"
+        return {int(k[len(prefix) :]): r for k, r in runs.items() if k.startswith(prefix)}
+
     for env in envs:
         for algo in ALGORITHMS:
+            found = {(d, lib): seeds_of(env, d, algo, lib) for d in DATASETS for lib in LIBRARIES}
+            both = all(any(found[d, lib] for d in DATASETS) for lib in LIBRARIES)
             per_lib: dict[str, dict[str, Any]] = {}
+            ratios: list[float] = []
+            for dataset in DATASETS:
+                common = set(found[dataset, LIBRARIES[0]]).intersection(found[dataset, LIBRARIES[1]])
+                ratios += [
+                    found[dataset, "rlgear"][s]["train_s"] / found[dataset, "d3rlpy"][s]["train_s"]
+                    for s in common
+                ]
             for library in LIBRARIES:
                 groups, walls = [], []
                 for dataset in DATASETS:
-                    chosen = [
-                        r for k, r in runs.items() if k.startswith(f"{env}/{dataset}/{algo}/{library}/")
-                    ]
+                    mine = found[dataset, library]
+                    other = found[dataset, LIBRARIES[1 - LIBRARIES.index(library)]]
+                    chosen = [mine[s] for s in sorted(mine) if not both or s in other]
                     if not chosen:
                         continue
                     scores = np.array([r["mean_return"] for r in chosen])
                     point, low, high = iqm_ci([scores])
-                    cell = {
-                        "env": env,
-                        "dataset": dataset,
-                        "algorithm": algo,
-                        "library": library,
-                        "seeds": len(chosen),
-                        "iqm_return": round(point, 1),
-                        "ci95": [round(low, 1), round(high, 1)],
-                        "train_s_mean": round(float(np.mean([r["train_s"] for r in chosen])), 2),
-                        "total_s_mean": round(float(np.mean([r["total_s"] for r in chosen])), 2),
-                    }
-                    cells.append(cell)
+                    cells.append(
+                        {
+                            "env": env,
+                            "dataset": dataset,
+                            "algorithm": algo,
+                            "library": library,
+                            "seeds": len(chosen),
+                            "iqm_return": round(point, 1),
+                            "ci95": [round(low, 1), round(high, 1)],
+                            "mean_return": round(float(scores.mean()), 1),
+                            "train_s_mean": round(float(np.mean([r["train_s"] for r in chosen])), 2),
+                            "total_s_mean": round(float(np.mean([r["total_s"] for r in chosen])), 2),
+                        }
+                    )
                     groups.append(scores)
                     walls.extend(r["train_s"] for r in chosen)
                 if groups:
@@ -605,6 +630,7 @@ def summarize(results: dict[str, Any], envs: list[str]) -> dict[str, Any]:
                     }
             if set(per_lib) == set(LIBRARIES):
                 compare(per_lib["rlgear"], per_lib["d3rlpy"])
+                per_lib["rlgear"]["wall_ratio_paired_median"] = round(float(np.median(ratios)), 3)
             aggregate.extend(per_lib.values())
     for cell in cells:
         if cell["library"] != "rlgear":
@@ -631,6 +657,51 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     ours["wall_ratio_vs_d3rlpy"] = round(ours["train_s_mean"] / theirs["train_s_mean"], 3)
     ours["meets_return_target"] = ours["vs_d3rlpy"] != "below"
     ours["meets_wall_target"] = ours["wall_ratio_vs_d3rlpy"] <= TARGET_WALL_RATIO
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The docs' tables (docs/benchmarks.md#offline) from the summary."""
+    summary = results.get("summary") or {"per_dataset": [], "over_datasets": []}
+    lines = [
+        "| dataset | algorithm | rlgear IQM [95% CI] | d3rlpy IQM [95% CI] | seeds | rlgear vs d3rlpy CI "
+        "| train s rlgear / d3rlpy | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    cells = summary["per_dataset"]
+    for cell in cells:
+        if cell["library"] != "rlgear":
+            continue
+        other = next(
+            (
+                c
+                for c in cells
+                if c["library"] == "d3rlpy" and all(c[k] == cell[k] for k in ("env", "dataset", "algorithm"))
+            ),
+            None,
+        )
+        theirs = f"{other['iqm_return']} [{other['ci95'][0]}, {other['ci95'][1]}]" if other else "-"
+        seeds = f"{cell['seeds']}/{other['seeds']}" if other else f"{cell['seeds']}/0"
+        walls = (
+            f"{cell['train_s_mean']} / {other['train_s_mean']}" if other else f"{cell['train_s_mean']} / -"
+        )
+        lines.append(
+            f"| {cell['dataset']} | {cell['algorithm']} | {cell['iqm_return']} [{cell['ci95'][0]}, "
+            f"{cell['ci95'][1]}] | {theirs} | {seeds} | {cell.get('vs_d3rlpy', '-')} | {walls} "
+            f"| {cell.get('wall_ratio_vs_d3rlpy', '-')} |"
+        )
+    lines += [
+        "",
+        "| algorithm | library | runs | IQM over datasets [95% CI] | train s (mean) | vs d3rlpy "
+        "| ratio of means | median paired ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in summary["over_datasets"]:
+        lines.append(
+            f"| {row['algorithm']} | {row['library']} | {row['runs']} | {row['iqm_return']} "
+            f"[{row['ci95'][0]}, {row['ci95'][1]}] | {row['train_s_mean']} | {row.get('vs_d3rlpy', '')} "
+            f"| {row.get('wall_ratio_vs_d3rlpy', '')} | {row.get('wall_ratio_paired_median', '')} |"
+        )
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -799,6 +870,7 @@ def main() -> None:
     )
     parser.add_argument("--report", action="store_true", help="only recompute the summary")
     parser.add_argument("--profile", action="store_true", help="cProfile one rlgear cql run (seed 0, replay)")
+    parser.add_argument("--profile-steps", type=int, default=200, help="gradient steps of --profile's run")
     parser.add_argument("--datasets-only", action="store_true", help="stage a only: record the datasets")
     args = parser.parse_args()
     if args.child:
@@ -814,7 +886,7 @@ def main() -> None:
     if args.report:
         results["summary"] = summarize(results, args.envs)
         save_results(args.results, results)
-        print(json.dumps(results["summary"]["over_datasets"], indent=1))
+        print(markdown(results))
         return
     previous = results.get("settings", {}).get("gradient_steps")
     if previous is not None and results.get("runs") and previous != args.steps:
@@ -844,7 +916,7 @@ def main() -> None:
             "dataset_id": f"{ENVS[args.envs[0]]['slug']}/replay-v0",
             "algo": "cql",
             "seed": 0,
-            "steps": min(args.steps, 500),
+            "steps": args.profile_steps,
             "eval_episodes": 1,
             "profile": True,
         }
