@@ -123,6 +123,23 @@ def record_pendulum(
     )
 
 
+def play_episode(env: Any, act: Callable[[Any], Any], seed: int) -> tuple[list, list, list, list, list]:
+    """One episode of ``act(obs)`` in ``env`` reset with ``seed``: its observations (``T + 1``, the
+    final one included), actions, rewards, terminations and truncations (``T`` each), as lists."""
+    obs, _ = env.reset(seed=seed)
+    observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
+    while True:
+        action = act(obs)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        observations.append(obs)
+        actions.append(action)
+        rewards.append(reward)
+        terminations.append(terminated)
+        truncations.append(truncated)
+        if terminated or truncated:
+            return observations, actions, rewards, terminations, truncations
+
+
 def record(
     env_id: str,
     policy: Callable[[np.ndarray, np.random.Generator], Any],
@@ -134,18 +151,9 @@ def record(
     rng = np.random.default_rng(seed)
     recorded = []
     for index in range(episodes):
-        obs, _ = env.reset(seed=seed + index)
-        observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
-        while True:
-            action = policy(obs, rng)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            observations.append(obs)
-            actions.append(action)
-            rewards.append(reward)
-            terminations.append(terminated)
-            truncations.append(truncated)
-            if terminated or truncated:
-                break
+        observations, actions, rewards, terminations, truncations = play_episode(
+            env, lambda obs: policy(obs, rng), seed + index
+        )
         recorded.append(
             Episode(
                 np.asarray(observations, dtype=np.float32),

@@ -23,6 +23,7 @@ import pytest
 
 from rlgear.discovery import registry
 from rlgear.errors import ConfigError
+from tests.offline_data import play_episode
 from tests.spaces_envs import MaskedChoiceEnv
 
 minari = pytest.importorskip("minari", reason="needs Minari: pip install 'rlgear[offline]'")
@@ -82,18 +83,10 @@ def write_dataset(writer: str, name: str, dataset_id: str, data_format: str = "h
 
     buffers = []
     for episode in range(episodes):
-        obs, _ = env.reset(seed=episode)
-        observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
-        while True:
-            action = random_action(env, obs)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            observations.append(obs)
-            actions.append(action)
-            rewards.append(reward)
-            terminations.append(terminated)
-            truncations.append(truncated)
-            if terminated or truncated:
-                break
+        observations, actions, rewards, terminations, truncations = play_episode(
+            env, lambda obs: random_action(env, obs), episode
+        )
+        obs = observations[-1]
         if isinstance(obs, dict):
             stacked: Any = {key: np.stack([o[key] for o in observations]) for key in obs}
         else:

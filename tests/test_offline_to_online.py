@@ -15,7 +15,7 @@ import pytest
 from rlgear.discovery import registry
 from rlgear.errors import ConfigError
 from rlgear.run import checkpoint as ckpt
-from tests.offline_data import expert_action
+from tests.offline_data import expert_action, play_episode
 
 minari = pytest.importorskip("minari", reason="needs Minari: pip install 'rlgear[offline]'")
 
@@ -32,18 +32,9 @@ def _collect(dataset_id: str, env_id: str, episodes: int, act) -> None:
     rng = np.random.default_rng(0)
     buffers = []
     for index in range(episodes):
-        obs, _ = env.reset(seed=index)
-        observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
-        while True:
-            action = act(obs, rng, index)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            observations.append(obs)
-            actions.append(action)
-            rewards.append(reward)
-            terminations.append(terminated)
-            truncations.append(truncated)
-            if terminated or truncated:
-                break
+        observations, actions, rewards, terminations, truncations = play_episode(
+            env, lambda obs, i=index: act(obs, rng, i), index
+        )
         buffers.append(
             EpisodeBuffer(
                 id=index, seed=index, observations=np.asarray(observations), actions=np.asarray(actions),
