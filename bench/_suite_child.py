@@ -125,8 +125,24 @@ def _sb3_kwargs(task: Task) -> dict[str, Any]:
     return kwargs
 
 
-def run_sb3(task: Task, seed: int, budget: int, eval_every: int, episodes: int, clock: Clock) -> int:
+def sb3_algorithm(name: str) -> Any:
+    """The Stable-Baselines3 class of an rlgear algorithm name: SB3's own, or sb3-contrib's (TRPO,
+    QR-DQN, TQC, CrossQ), which shares SB3's API and release numbers."""
     import stable_baselines3 as sb3
+
+    if name in ("ppo", "a2c", "dqn", "sac", "td3"):
+        return getattr(sb3, name.upper())
+    import sb3_contrib
+
+    return {
+        "trpo": sb3_contrib.TRPO,
+        "qrdqn": sb3_contrib.QRDQN,
+        "tqc": sb3_contrib.TQC,
+        "crossq": sb3_contrib.CrossQ,
+    }[name]
+
+
+def run_sb3(task: Task, seed: int, budget: int, eval_every: int, episodes: int, clock: Clock) -> int:
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -137,7 +153,7 @@ def run_sb3(task: Task, seed: int, budget: int, eval_every: int, episodes: int, 
     normalize = bool(task.sb3.get("normalize"))
     if normalize:
         env = VecNormalize(env, gamma=task.sb3.get("kwargs", {}).get("gamma", 0.99))
-    algorithm = {"ppo": sb3.PPO, "a2c": sb3.A2C, "dqn": sb3.DQN}[task.algorithm]
+    algorithm = sb3_algorithm(task.algorithm)
     model = algorithm("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **_sb3_kwargs(task))
 
     def act(obs: np.ndarray) -> Any:
