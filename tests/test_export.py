@@ -74,6 +74,10 @@ KINDS = {
         "algorithm": "dqn", "env": "tests.spaces_envs:MaskedChoiceEnv", "steps": 200,
         "training": {**TINY_REPLAY, "noisy": True, "dueling": True, "num_atoms": 11},
     },
+    "qrdqn-noisy-masked": {
+        "algorithm": "qrdqn", "env": "tests.spaces_envs:MaskedChoiceEnv", "steps": 200,
+        "training": {**TINY_REPLAY, "noisy": True, "dueling": True, "num_quantiles": 7},
+    },
     "es": {"algorithm": "es", "env": "CartPole-v1", "training": {"num_perturbations": 2, "report_episodes": 1}},
     "ars-box-filter": {
         "algorithm": "ars", "env": "Pendulum-v1", "training": {"num_perturbations": 2, "report_episodes": 1},
@@ -133,7 +137,7 @@ def reference(loaded, observations) -> dict[str, np.ndarray]:
     with torch.no_grad():
         x = policy.preprocess(flat)
         name = type(policy).__name__
-        if name.startswith("DQN"):
+        if name.startswith(("DQN", "QRDQN")):  # Q-values (C51, QR-DQN: the distributions' means)
             policy.set_noise(False)
             return {"q_values": policy.q_values(policy.model(x)[0]).numpy()}
         if hasattr(policy, "actor_twin"):  # SAC, TD3, DDPG

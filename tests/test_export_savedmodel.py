@@ -81,6 +81,7 @@ KINDS = {
         {"hidden_sizes": [16]},
         64,
     ),
+    "qrdqn": ("qrdqn", "CartPole-v1", {**REPLAY, "num_quantiles": 7}, {"hidden_sizes": [16]}, 64),
     "sac": ("sac", "Pendulum-v1", REPLAY, {"hidden_sizes": [16]}, 64),
     "td3": ("td3", "Pendulum-v1", REPLAY, {"hidden_sizes": [16]}, 64),
     "ddpg": ("ddpg", "Pendulum-v1", REPLAY, {"hidden_sizes": [16]}, 64),
@@ -97,6 +98,7 @@ SLOW = {
     "dict_action",
     "multidiscrete",
     "dqn",
+    "qrdqn",
     "td3",
     "ddpg",
 }

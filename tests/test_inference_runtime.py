@@ -46,6 +46,7 @@ TRAINING = {  # the smallest settings each algorithm accepts; most checkpoints a
     "a2c": {"train_batch_size": 32},
     "impala": {"train_batch_size": 32},
     "dqn": {"learning_starts": 10, "train_batch_size": 8},
+    "qrdqn": {"learning_starts": 10, "train_batch_size": 8, "num_quantiles": 5},
     "sac": {"learning_starts": 10, "train_batch_size": 8},
     "td3": {"learning_starts": 10, "train_batch_size": 8},
     "ddpg": {"learning_starts": 10, "train_batch_size": 8},
@@ -288,12 +289,27 @@ DQN = {
 }
 
 
+QRDQN = {
+    "dueling": ("CartPole-v1", {"num_quantiles": 7}, {}),
+    "noisy-plain-masked": ("tests.spaces_envs:MaskedChoiceEnv", {"noisy": True, "dueling": False}, {}),
+}
+
+
 @pytest.mark.parametrize("kind", sorted(DQN))
 def test_dqn_acts_as_the_framework(tmp_path, kind):
+    check_q_runtime(tmp_path, "dqn", *DQN[kind])
+
+
+@pytest.mark.parametrize("kind", sorted(QRDQN))
+def test_qrdqn_acts_as_the_framework(tmp_path, kind):
+    """Q-values are each action's mean quantile, as the backends' QR-DQN policy."""
+    check_q_runtime(tmp_path, "qrdqn", *QRDQN[kind])
+
+
+def check_q_runtime(tmp_path, algorithm, env, training, model):
     import torch
 
-    env, training, model = DQN[kind]
-    runtime, framework = load_both(write_checkpoint(tmp_path, "dqn", env, model=model, training=training))
+    runtime, framework = load_both(write_checkpoint(tmp_path, algorithm, env, model=model, training=training))
     assert isinstance(runtime.policy, QRuntime)
     assert runtime.policy.net.noisy == bool(training.get("noisy"))
     obs = sample(runtime.observation_space, np.random.default_rng(0), N, runtime.action_space)

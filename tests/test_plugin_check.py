@@ -24,7 +24,7 @@ from rlgear.errors import PluginError
 from rlgear.testing import CheckReport, assert_plugin_ok, check_plugin
 from tests.conftest import needs_tf
 
-BUILTIN_ALGORITHMS = ["a2c", "a3c", "appo", "dqn", "impala", "pg", "ppo"]
+BUILTIN_ALGORITHMS = ["a2c", "a3c", "appo", "dqn", "impala", "pg", "ppo", "qrdqn"]
 
 
 def finding(report: CheckReport, name: str) -> check.Finding:

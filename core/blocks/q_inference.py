@@ -1,4 +1,4 @@
-"""DQN's Q-network in numpy, from framework-neutral weights: plain, dueling, C51 and noisy.
+"""DQN's Q-network in numpy, from framework-neutral weights: plain, dueling, C51, QR-DQN and noisy.
 
 Why: the framework-free runtime (:mod:`rlgear.inference`) acts with a DQN checkpoint
 without torch or TF. The network is the backends' ``QNetwork`` (names framework-neutral,
@@ -11,6 +11,8 @@ kernels ``[in, out]``):
   (Wang et al. 2016, eq. 9);
 * with C51 (``atoms`` > 1) each action's outputs are the logits of its return distribution
   on ``support``, and its Q-value their mean (Bellemare et al. 2017);
+* with ``quantiles`` (QR-DQN, Dabney et al. 2018) each action's ``atoms`` outputs are quantile
+  estimates of its return, and its Q-value their plain mean (no support);
 * noisy layers (Fortunato et al. 2018) have ``{kernel,bias}_{mu,sigma}``: without noise (greedy
   acting, as the backends' ``set_noise(explore=False)``) a layer is ``x @ kernel_mu + bias_mu``;
   with factorised noise ``(e_in, e_out)``
@@ -52,8 +54,10 @@ class NumpyQNetwork:
         num_atoms: int = 1,
         support: np.ndarray | None = None,
         conv: ConvSpec | None = None,
+        quantiles: bool = False,
     ):
-        if num_atoms > 1 and (support is None or len(support) != num_atoms):
+        self.quantiles = quantiles
+        if num_atoms > 1 and not quantiles and (support is None or len(support) != num_atoms):
             raise ValueError(f"C51 with {num_atoms} atoms needs a support of {num_atoms} values")
         self.num_actions, self.num_atoms = num_actions, num_atoms
         self.support = None if support is None else np.asarray(support, np.float32)
@@ -114,10 +118,13 @@ class NumpyQNetwork:
         return q.reshape(-1, self.num_actions * self.num_atoms)
 
     def q_values(self, obs: np.ndarray, noise: dict[str, Noise] | None = None) -> np.ndarray:
-        """``[B, actions]``: the outputs, or with C51 each return distribution's mean ``sum_i p_i z_i``."""
+        """``[B, actions]``: the outputs, or with C51 each return distribution's mean ``sum_i p_i z_i``,
+        or with quantiles each action's mean quantile."""
         outputs = self.forward(obs, noise)
         if self.num_atoms == 1:
             return outputs
         logits = outputs.reshape(outputs.shape[0], self.num_actions, self.num_atoms)
+        if self.quantiles:
+            return logits.mean(axis=-1)
         probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return (probs / probs.sum(axis=-1, keepdims=True)) @ self.support

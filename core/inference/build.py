@@ -9,8 +9,8 @@ names) and the policy's config says the details:
   impala, appo), ``model.vf_share_layers``;
 * ``policy/output`` and ``q/...``: the tanh actor of SAC (output ``2 x actions``: means, log
   stds) or TD3/DDPG (output ``actions``);
-* ``q/...`` only: DQN's Q-network (``training.dueling``, ``num_atoms``; noisy layers from the
-  weight names);
+* ``q/...`` only: DQN's Q-network (``training.dueling``, ``num_atoms``, qrdqn's ``num_quantiles``;
+  noisy layers from the weight names);
 * a checkpoint of a framework-free algorithm (ES, ARS: backend ``numpy``): the algorithm's own
   numpy policy.
 
@@ -129,13 +129,16 @@ def _q_network(read: CheckpointPolicy, conv: Any) -> NumpyQNetwork:
     if not isinstance(action_space, Discrete):
         raise CheckpointError(f"{read.folder}: a Q-network needs Discrete actions, got {action_space!r}")
     num_atoms = int(getattr(training, "num_atoms", 1))
+    num_quantiles = int(getattr(training, "num_quantiles", 0))  # qrdqn: N quantiles per action
     support = None
-    if num_atoms > 1:  # the backends' C51 support (linspace in float64, then float32)
+    if num_quantiles > 0:
+        num_atoms = num_quantiles
+    elif num_atoms > 1:  # the backends' C51 support (linspace in float64, then float32)
         support = np.linspace(training.v_min, training.v_max, num_atoms, dtype=np.float64).astype(np.float32)
     model = read.config.model
     net = NumpyQNetwork(
         action_space.n, len(model.hidden_sizes), model.activation, bool(getattr(training, "dueling", False)),
-        num_atoms, support, conv,
+        num_atoms, support, conv, quantiles=num_quantiles > 0,
     )  # fmt: skip
     net.load(read.weights)
     return net

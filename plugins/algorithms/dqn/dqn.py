@@ -45,6 +45,8 @@ class DQN(ReplayTrainer):
     }
     action_spaces = frozenset({"discrete"})
     multi_agent = True  # a replay buffer per policy (ReplayTrainer)
+    #: The training keys that shape the Q-network: reset_config() refuses to change them.
+    network_keys: tuple[str, ...] = NETWORK_KEYS
 
     @classmethod
     def check_config(cls, config: RunConfig) -> None:
@@ -86,7 +88,7 @@ class DQN(ReplayTrainer):
         if isinstance(new_config, Mapping):
             new_config = config_mod.resolve(new_config, training_class=self.config_class)
         old, new = self.config.training, new_config.training
-        if any(getattr(old, key) != getattr(new, key) for key in NETWORK_KEYS):
+        if any(getattr(old, key) != getattr(new, key) for key in self.network_keys):
             return False
         return super().reset_config(new_config)
 

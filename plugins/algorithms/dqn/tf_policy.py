@@ -278,12 +278,17 @@ class DQNTFPolicy(NoiseRngState, TargetNetworkState, TargetModel, TFPolicy):
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
         self.set_noise(explore)
         outputs, _ = self._forward(tf.convert_to_tensor(self.preprocess(timestep.observation)))
-        q_values = outputs.numpy()
-        if self.num_atoms > 1:  # in numpy: a few eager TF ops per acting step cost more than the math
-            q_values = expected_q(q_values.reshape(len(q_values), -1, self.num_atoms), self.atoms)
+        q_values = self.acting_q_values(outputs.numpy())
         epsilon = self.epsilon() if explore else 0.0
         actions = epsilon_greedy_actions(q_values, epsilon, self.acting_rng, timestep.action_mask)
         return actions, state, {}
+
+    def acting_q_values(self, outputs: np.ndarray) -> np.ndarray:
+        """``[B, actions]`` from the network's outputs, in numpy: a few eager TF ops per acting step
+        cost more than the math (C51: each distribution's mean)."""
+        if self.num_atoms == 1:
+            return outputs
+        return expected_q(outputs.reshape(len(outputs), -1, self.num_atoms), self.atoms)
 
     # --- learning -----------------------------------------------------------------
     def learn_on_batch(self, batch: SB) -> dict[str, float]:
