@@ -436,6 +436,7 @@ BUILTIN_ALGORITHMS = [
     "marwil",
     "pg",
     "ppo",
+    "pqn",
     "sac",
     "td3",
 ]
