@@ -107,6 +107,44 @@ def generalized_advantage_estimation(
     return advantages if time_major else np.swapaxes(advantages, 0, 1) if advantages.ndim > 1 else advantages
 
 
+def lambda_return(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    step_types: np.ndarray,
+    discounts: np.ndarray,
+    td_lambda: float = 1.0,
+    time_major: bool = True,
+) -> np.ndarray:
+    """TD(lambda) returns ``G[t]`` for ``t < T-1`` (Sutton & Barto 2018, eq. 12.18, recursive form).
+
+    ``G[t] = rewards[t+1] + discounts[t+1] * ((1 - td_lambda) * values[t+1] + td_lambda * G[t+1])``,
+    starting from ``G[T-1] = values[T-1]``; at a LAST step ``G[t] = values[t]``. With ``values[t] =
+    max_a Q(s_t, a)`` these are the Q(lambda) targets of PQN (Gallici et al. 2024, with Peng's
+    Q(lambda): no trace cut at exploratory actions). ``td_lambda=1`` gives :func:`discounted_return`,
+    ``td_lambda=0`` the one-step target ``rewards[t+1] + discounts[t+1] * values[t+1]``; in between
+    ``G - values[:-1]`` is :func:`generalized_advantage_estimation` of the same inputs.
+
+    Args:
+        rewards, values, step_types, discounts: as in :func:`discounted_return`.
+        td_lambda: weight of the longer returns; 0 is one-step TD, 1 Monte-Carlo with bootstrap.
+    Returns:
+        ``[T-1, ...]`` (``[B, T-1]`` when ``time_major=False``).
+    """
+    _check_shapes(rewards, values, step_types, discounts, time_major)
+    rewards, values, step_types, discounts = _to_time_major(
+        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    )
+    is_last = step_types == StepType.LAST
+    dtype = np.result_type(rewards.dtype, values.dtype, np.float32)
+    returns = np.empty(values.shape, dtype=dtype)
+    returns[-1] = values[-1]
+    for t in range(values.shape[0] - 2, -1, -1):
+        mixed = (1.0 - td_lambda) * values[t + 1] + td_lambda * returns[t + 1]
+        returns[t] = np.where(is_last[t], values[t], rewards[t + 1] + discounts[t + 1] * mixed)
+    returns = returns[:-1]
+    return returns if time_major else np.swapaxes(returns, 0, 1) if returns.ndim > 1 else returns
+
+
 def vtrace(
     log_rhos: np.ndarray,
     rewards: np.ndarray,

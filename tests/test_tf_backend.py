@@ -436,6 +436,7 @@ BUILTIN_ALGORITHMS = [
     "marwil",
     "pg",
     "ppo",
+    "pqn",
     "qrdqn",
     "sac",
     "td3",

@@ -5,7 +5,9 @@ without torch or TF. The network is the backends' ``QNetwork`` (names framework-
 kernels ``[in, out]``):
 
 * ``q/conv_<i>``: the conv trunk of image observations (:mod:`rlgear.blocks.conv_inference`);
-* ``q/hidden_<i>``: dense layers with ``model.activation``;
+* ``q/hidden_<i>``: dense layers with ``model.activation``; PQN's layer normalisation (Ba et al.
+  2016), when the weights hold ``q/norm_<i>/{scale,offset}``, between each dense layer and its
+  activation (:func:`layer_norm`);
 * ``q/output`` ``[., actions * atoms]``, or with dueling ``q/value`` ``[., atoms]`` and
   ``q/advantage`` ``[., actions * atoms]`` combined per atom as ``V + A - mean_a(A)``
   (Wang et al. 2016, eq. 9);
@@ -42,6 +44,18 @@ def factorised_noise(rng: np.random.Generator, in_dim: int, out_dim: int) -> Noi
     return noise_in, scaled(rng.standard_normal(out_dim))
 
 
+#: LayerNorm's epsilon on every backend (torch's ``nn.LayerNorm`` default).
+LAYER_NORM_EPSILON = 1e-5
+
+
+def layer_norm(x: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """``(x - mean) / sqrt(var + eps) * scale + offset`` over the last axis (biased variance, as
+    ``torch.nn.LayerNorm``; Ba et al. 2016)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = np.square(x - mean).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + LAYER_NORM_EPSILON) * scale + offset
+
+
 class NumpyQNetwork:
     """Forward pass of the catalog Q-network; :meth:`q_values` gives one value per action."""
 
@@ -70,6 +84,8 @@ class NumpyQNetwork:
         #: per layer ``{kernel, bias}`` or, noisy, ``{kernel_mu, kernel_sigma, bias_mu, bias_sigma}``
         self.layers: dict[str, dict[str, np.ndarray]] = {}
         self.noisy = False
+        #: per hidden layer ``{scale, offset}`` of its layer normalisation (PQN), empty without
+        self.norms: dict[str, dict[str, np.ndarray]] = {}
 
     def load(self, weights: dict[str, np.ndarray]) -> None:
         """Take the ``q/`` weights (plain or noisy layers, as the checkpoint holds them)."""
@@ -78,6 +94,13 @@ class NumpyQNetwork:
         self.layers = {
             name: {part: np.asarray(weights[f"{name}/{part}"], np.float32) for part in parts}
             for name in self.layer_names
+        }
+        self.norms = {
+            name: {
+                part: np.asarray(weights[f"q/norm_{i}/{part}"], np.float32) for part in ("scale", "offset")
+            }
+            for i, name in enumerate(self.layer_names[: -2 if self.dueling else -1])
+            if f"q/norm_{i}/scale" in weights
         }
         if self.trunk is not None:
             self.trunk.load(weights, scope="q")
@@ -109,6 +132,8 @@ class NumpyQNetwork:
             x = self.trunk.forward(obs, np.empty((obs.shape[0], self.trunk.spec.output_dim), np.float32))
         for name in self.layer_names[: -2 if self.dueling else -1]:
             y = self._dense(name, x, noise)
+            if name in self.norms:
+                y = layer_norm(y, **self.norms[name]).astype(np.float32, copy=False)
             x = self.activation(y, np.empty_like(y))
         if not self.dueling:
             return self._dense("q/output", x, noise)
