@@ -11,6 +11,7 @@ many replayed rows are learned from per sampled env step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
@@ -48,6 +49,22 @@ class ReplayConfig(TrainingConfig):
         1,
     )
 
+    # --- hindsight experience replay (Andrychowicz et al. 2017) --------------------------
+    her_strategy: Literal["future", "final", "episode"] | None = doc(
+        "Hindsight experience replay on a goal env (Dict observation with observation, "
+        "achieved_goal, desired_goal and the env's compute_reward): each transition is stored "
+        "with her_k more copies whose desired_goal is an achieved goal of the same episode, "
+        "rewards recomputed. 'future': achieved after the transition; 'final': the episode's "
+        "last; 'episode': any step's. null: off. Needs workers.batch_mode: complete_episodes "
+        "and n_step: 1 (docs/offpolicy.md#hindsight-experience-replay).",
+        None,
+    )
+    her_k: int = doc(
+        "Relabeled copies stored per real transition with her_strategy, so k/(k+1) of the "
+        "buffer's rows are relabeled (Andrychowicz et al. 2017 and SB3's n_sampled_goal: 4).",
+        4,
+    )
+
     # --- prioritized replay (Schaul et al. 2016) ----------------------------------------
     prioritized_replay: bool = doc(
         "Prioritized experience replay, proportional variant (Schaul et al. 2016).", False
@@ -80,6 +97,8 @@ class ReplayConfig(TrainingConfig):
         for key in ("prioritized_replay_alpha", "prioritized_replay_beta", "final_prioritized_replay_beta"):
             if not 0 <= getattr(self, key) <= 1:
                 raise fail(f"training.{key}", f"expected a number in [0, 1], got {getattr(self, key)}")
+        if self.her_k < 1:
+            raise fail("training.her_k", f"expected a positive integer, got {self.her_k}")
         if self.train_batch_size > self.buffer_size:
             raise fail(
                 "training.train_batch_size",

@@ -40,7 +40,7 @@ from rlgear.blocks.schedules import piecewise_linear
 from rlgear.config import RunConfig, multiagent
 from rlgear.distributed.rollout_ops import replay, synchronous_parallel_sample
 from rlgear.errors import CheckpointError
-from rlgear.plugins.families.replay import replay_prefill
+from rlgear.plugins.families.replay import her, replay_prefill
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.trainer import Trainer
 
@@ -80,7 +80,57 @@ class ReplayTrainer(Trainer):
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
+        """n-step transitions; with ``training.her_strategy``, plus their hindsight relabeled copies."""
+        if config.training.her_strategy is not None:
+            return her.hindsight_transitions(fragment, config)
         return n_step_transitions(fragment, config.training.n_step, config.training.gamma)
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """``training.her_strategy`` needs whole episodes, one-step transitions, raw goals, gymnasium envs."""
+        super().check_config(config)
+        if config.training.her_strategy is None:
+            return
+        refusals = (
+            (
+                config.workers.batch_mode != "complete_episodes",
+                "workers.batch_mode",
+                "training.her_strategy relabels goals achieved later in an episode, so it needs whole "
+                f"episodes: set it to complete_episodes (it is {config.workers.batch_mode})",
+            ),
+            (
+                config.training.n_step != 1,
+                "training.n_step",
+                f"training.her_strategy relabels one-step transitions: set it to 1 (it is {config.training.n_step})",
+            ),
+            (
+                config.model.observation_filter != "none",
+                "model.observation_filter",
+                "training.her_strategy reads the goals from the observations, which a filter would "
+                "normalise: set it to none",
+            ),
+            (
+                config.env.adapter != "gymnasium",
+                "env.adapter",
+                "training.her_strategy takes compute_reward from a gymnasium goal env: use the "
+                f"gymnasium adapter (it is {config.env.adapter})",
+            ),
+        )
+        for refused, key, message in refusals:
+            if refused:
+                raise config.fail(key, message)
+
+    @classmethod
+    def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
+        """With ``training.her_strategy``: a goal env (its Dict keys and compute_reward), on the evaluator."""
+        super().check_spaces(config, observation_space, action_space)
+        if config.training.her_strategy is None:
+            return
+        try:
+            her.goal_layout(observation_space)
+        except ValueError as err:
+            raise config.fail(her.STRATEGY_KEY, f"env {config.env.name}: {err}") from None
+        her.goal_env_functions(config)  # compute_reward exists (built once per process)
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
