@@ -164,3 +164,19 @@ def test_a_short_run_reports_the_policy_step_and_value_fit_stats(tmp_path):
         assert f"learner/{key}" in result, key
     assert 0.0 <= result["learner/kl"] <= 0.01 + 1e-6
     assert result["learner/step_accepted"] in (0.0, 1.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_non_finite_policy_gradient_skips_the_policy_step_and_is_counted(tmp_path, backend):
+    config = resolve(tmp_path, "trpo", {"vf_sgd_minibatch_size": 24}, backend=backend)
+    policy = make_policy(config, backend, CARTPOLE_OBS, CARTPOLE_ACT)
+    batch = trpo_batch(policy, False)
+    batch[SB.ADVANTAGES][3] = np.nan
+    before = policy.get_weights()
+    stats = policy.learn_on_batch(batch)
+    after = policy.get_weights()
+    assert stats["step_accepted"] == 0.0 and stats["num_nonfinite_updates"] == 1.0
+    for name in before:
+        if name.startswith("policy/"):
+            np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+    assert np.isfinite(np.concatenate([v.ravel() for v in after.values()])).all()

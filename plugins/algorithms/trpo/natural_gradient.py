@@ -157,6 +157,7 @@ def natural_gradient_step(problem: PolicyStepProblem, training: Any) -> dict[str
         "line_search_steps": 0.0,
         "step_accepted": 0.0,
         "step_fraction": 0.0,
+        "expected_improvement": 0.0,
         "finite": 0.0,
     }
     if not (math.isfinite(surrogate_before) and np.isfinite(gradient).all()):
