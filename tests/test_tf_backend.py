@@ -440,6 +440,7 @@ BUILTIN_ALGORITHMS = [
     "qrdqn",
     "sac",
     "td3",
+    "trpo",
 ]
 #: Torch only (none today: every builtin has a tf policy).
 TORCH_ONLY: set[str] = set()

@@ -1,0 +1,104 @@
+"""TRPO's ``learn_on_batch``, framework-free: one natural-gradient policy step, then the value epochs.
+
+Mixed in before a backend's base policy class (``class TRPOTorchPolicy(TRPOLearning, TorchPolicy)``).
+The policy step is :func:`~rlgear.plugins.algorithms.trpo.natural_gradient.natural_gradient_step` on
+the backend's :class:`~rlgear.plugins.algorithms.trpo.natural_gradient.PolicyStepProblem`; the value
+function is then fitted separately (Schulman et al. 2015, section 8; sb3-contrib's critic loop):
+``vf_num_sgd_iter`` epochs of ``vf_sgd_minibatch_size``-row minibatches of ``0.5 (V(s) - target)^2``
+through the backend's own minibatch step (``learn_on_minibatches``: the policy's ``loss()`` is the
+value loss, and its optimizer holds only the value net's weights). Policy and value nets must be
+separate (:func:`split_weight_names`), or a value step would move the policy out of its trust region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from rlgear.errors import ConfigError
+from rlgear.plugins.algorithms.trpo.natural_gradient import (
+    PolicyStepProblem,
+    natural_gradient_step,
+    normalized_advantages,
+)
+from rlgear.plugins.families.onpolicy import SGDSchedule
+from rlgear.sample_batch import SampleBatch
+
+#: the batch columns TRPO's policy step and value loss read
+TRPO_COLUMNS = (
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.ACTION_LOGP,
+    SampleBatch.ADVANTAGES,
+    SampleBatch.VALUE_TARGETS,
+)
+
+
+def split_weight_names(names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The model's neutral weight names as ``(policy, value)``: ``policy/...`` and ``value/...``.
+
+    Any other weight (``shared/...``: ``model.vf_share_layers``, the conv trunk of image observations,
+    or a custom model's own names) would be moved by both steps, so TRPO refuses the model.
+    """
+    policy, value, other = [], [], []
+    for name in names:
+        (policy if name.startswith("policy/") else value if name.startswith("value/") else other).append(name)
+    if other or not policy or not value:
+        raise ConfigError(
+            "model: trpo needs separate policy and value networks (weights named policy/... and "
+            f"value/...), so that fitting the value function leaves the policy step's trust region alone; "
+            f"this model has {other or 'no policy/ or value/ weights'} (set model.vf_share_layers: false; "
+            "image observations' shared conv trunk is not supported)"
+        )
+    return policy, value
+
+
+class TRPOLearning:
+    """``learn_on_batch`` as TRPO: see the module docstring. The backend class provides
+    :meth:`policy_step_problem` and ``learn_on_minibatches``."""
+
+    config: Any
+    rng: np.random.Generator
+    nonfinite: Any
+    num_grad_updates: int
+    weights_version: int
+    #: the backend base class's: one gradient step of ``loss()`` per array of row indices
+    learn_on_minibatches: Any
+
+    def policy_step_problem(self, batch: SampleBatch) -> PolicyStepProblem:
+        """This batch's policy step, on the backend's tensors."""
+        raise TypeError(f"{type(self).__name__} must implement policy_step_problem()")
+
+    def policy_step(self, batch: SampleBatch) -> dict[str, float]:
+        """The natural-gradient step on ``batch`` (advantages normalized first when configured)."""
+        training = self.config.training
+        if training.normalize_advantages:
+            batch = normalized_advantages(batch)
+        stats = natural_gradient_step(self.policy_step_problem(batch), training)
+        finite = bool(stats.pop("finite"))
+        self.nonfinite.record(
+            finite, training.max_nonfinite_updates, " (the policy step's gradient or direction)"
+        )
+        if stats["step_accepted"]:
+            self.num_grad_updates += 1
+            self.weights_version += 1
+        return stats
+
+    def fit_value_function(self, batch: SampleBatch) -> dict[str, float]:
+        """``vf_num_sgd_iter`` epochs of minibatch steps on the value loss; their mean stats."""
+        training = self.config.training
+        schedule = SGDSchedule(
+            num_epochs=training.vf_num_sgd_iter, minibatch_size=training.vf_sgd_minibatch_size
+        )
+        stats = self.learn_on_minibatches(batch, schedule.minibatches(self.rng, len(batch)))
+        stats.pop("total_loss", None)  # the value loss itself
+        if "grad_gnorm" in stats:
+            stats["vf_grad_gnorm"] = stats.pop("grad_gnorm")
+        return stats
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        stats = self.policy_step(batch)
+        stats.update(self.fit_value_function(batch))
+        return stats
