@@ -24,6 +24,7 @@ from rlgear.sample_batch import SampleBatch as SB
 from rlgear.sampling.intrinsic import ExplorationPostprocess, forward_returns, nonepisodic_gae
 from rlgear.sampling.postprocessing import add_gae, trainable_rows
 from rlgear.timestep import StepType
+from tests.conftest import needs_tf
 
 pytest.importorskip("torch")
 
@@ -193,9 +194,17 @@ def make_trainer(config):
     return registry.load_algorithm(resolved.algorithm)(resolved)
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
-def test_episode_returns_stay_extrinsic_and_stats_are_reported(tmp_path, algorithm):
-    trainer = make_trainer(chain_config(tmp_path, algorithm, intrinsic_coeff=100.0))
+@pytest.mark.parametrize(
+    ("algorithm", "backend"),
+    [
+        ("dqn", "torch"),
+        ("ppo", "torch"),
+        pytest.param("dqn", "tf", marks=needs_tf),
+        pytest.param("ppo", "tf", marks=needs_tf),
+    ],
+)
+def test_episode_returns_stay_extrinsic_and_stats_are_reported(tmp_path, algorithm, backend):
+    trainer = make_trainer({**chain_config(tmp_path, algorithm, intrinsic_coeff=100.0), "backend": backend})
     try:
         result = trainer.train()
     finally:

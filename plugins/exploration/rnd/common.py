@@ -50,7 +50,7 @@ def orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float) -> n
     q, r = np.linalg.qr(flat)
     q = q * np.sign(np.diag(r))
     kernel = q if rows >= cols else q.T
-    return (gain * kernel[:rows, :cols]).astype(np.float32)
+    return np.ascontiguousarray(gain * kernel[:rows, :cols], dtype=np.float32)
 
 
 def mlp_forward(params: dict[str, np.ndarray], network: str, num_hidden: int, x: np.ndarray) -> np.ndarray:
