@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from rlgear.backend import Backend, backend_class_for
 from rlgear.config import multiagent
 from rlgear.errors import UnsupportedError
@@ -216,7 +218,13 @@ class Learner:
         own = SampleBatch({k: v for k, v in rows.items() if k not in columns})
         if len(rows) == 0:
             return own, {}
-        return own, module.learn(rows)
+        stats = dict(module.learn(rows))
+        raw = rows.get("exploration_rewards")
+        if raw is not None:  # what every plugin reports: its raw intrinsic rewards and their scale
+            stats["intrinsic_reward_mean"] = float(np.mean(raw))
+            stats["intrinsic_reward_max"] = float(np.max(raw))
+        stats["intrinsic_reward_scale"] = float(module.reward_scale())
+        return own, stats
 
     # --- weights and state --------------------------------------------------------
     def get_weights(self, policy_ids: Iterable[str] | None = None) -> dict[str, Any]:

@@ -345,3 +345,12 @@ def test_deep_chain_layout_and_rewards():
     assert (obs.argmax(), reward, terminated) == (6, 0.0, True)
     assert not np.array_equal(DeepChain(20, 0).correct, DeepChain(20, 1).correct)
     assert 0 < DeepChain(20, 0).correct.sum() < 20  # "always the same action" is not the answer
+
+
+def test_rlgear_plugins_check_passes_rnd():
+    from rlgear.discovery.check import check_plugin
+
+    report = check_plugin("rnd")
+    assert report.kind == "exploration" and report.ok, report.describe_failures()
+    checked = {f.check for f in report.findings}
+    assert {"config class", "documented options", "algorithms", "torch module"} <= checked

@@ -157,12 +157,7 @@ class RNDModuleBase(xp.ExplorationModule):
                 for key, value in {"loss": loss, **stats}.items():
                     totals[key] = totals.get(key, 0.0) + float(value)
                 count += 1
-        out = {key: value / max(count, 1) for key, value in totals.items()}
-        raw = np.asarray(rows[xp.INTRINSIC_REWARDS], np.float64)
-        out["intrinsic_reward_mean"] = float(raw.mean())
-        out["intrinsic_reward_max"] = float(raw.max())
-        out["intrinsic_reward_scale"] = self.reward_scale()
-        return out
+        return {key: value / max(count, 1) for key, value in totals.items()}
 
     def apply_adam(self, grads: dict[str, np.ndarray]) -> None:
         """One Adam step (Kingma and Ba 2015, bias-corrected), float32, on the trainable parameters."""

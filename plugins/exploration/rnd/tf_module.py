@@ -39,9 +39,14 @@ class RNDTFModule(RNDModuleBase):
             loss = predictor_loss
             if value_mode:
                 values = _mlp(
-                    tensors, "intrinsic_value", len(self.options.value_hidden_sizes), tf.constant(inputs["obs"])
+                    tensors,
+                    "intrinsic_value",
+                    len(self.options.value_hidden_sizes),
+                    tf.constant(inputs["obs"]),
                 )
-                value_loss = 0.5 * tf.reduce_mean(tf.square(values[:, 0] - tf.constant(inputs["value_targets"])))
+                value_loss = 0.5 * tf.reduce_mean(
+                    tf.square(values[:, 0] - tf.constant(inputs["value_targets"]))
+                )
                 loss = loss + value_loss
         grads = tape.gradient(loss, [tensors[n] for n in names])
         stats = {"predictor_loss": float(predictor_loss)}
