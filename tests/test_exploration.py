@@ -354,3 +354,19 @@ def test_rlgear_plugins_check_passes_rnd():
     assert report.kind == "exploration" and report.ok, report.describe_failures()
     checked = {f.check for f in report.findings}
     assert {"config class", "documented options", "algorithms", "torch module"} <= checked
+
+
+def test_the_wrapped_postprocess_pickles_for_remote_workers():
+    """Ray ships the postprocess function to each remote worker: the wrapper must pickle as it does."""
+    import pickle
+
+    from rlgear.plugins.algorithms.ppo import PPO
+    from rlgear.sampling.intrinsic import wrap_postprocess
+
+    resolved = config_mod.resolve(chain_config("/tmp", "ppo"))
+    wrapped = wrap_postprocess(PPO.postprocess, resolved, "ppo")
+    again = pickle.loads(pickle.dumps(wrapped))
+    assert isinstance(again, ExplorationPostprocess) and again.mode == xp.VALUE_MODE
+    assert again.postprocess is PPO.postprocess
+    plain = config_mod.resolve({**chain_config("/tmp", "ppo"), "exploration": None})
+    assert wrap_postprocess(PPO.postprocess, plain, "ppo") is PPO.postprocess
