@@ -169,6 +169,8 @@ def chain_config(tmp_path, algorithm="dqn", **exploration):
     training = (
         {"env_steps_per_training_step": 16, "train_batch_size": 16, "learning_starts": 0}
         if algorithm == "dqn"
+        else {"train_batch_size": 64}
+        if algorithm == "a2c"
         else {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1}
     )
     return {
@@ -199,6 +201,7 @@ def make_trainer(config):
     [
         ("dqn", "torch"),
         ("ppo", "torch"),
+        ("a2c", "torch"),
         pytest.param("dqn", "tf", marks=needs_tf),
         pytest.param("ppo", "tf", marks=needs_tf),
     ],
@@ -212,7 +215,7 @@ def test_episode_returns_stay_extrinsic_and_stats_are_reported(tmp_path, algorit
     assert 0.0 <= result["episode_return_mean"] <= 1.0  # a huge intrinsic coefficient shows nowhere here
     assert result["learner/exploration/intrinsic_reward_mean"] > 0.0
     assert result["learner/exploration/predictor_loss"] > 0.0
-    assert ("learner/exploration/intrinsic_value_loss" in result) == (algorithm == "ppo")
+    assert ("learner/exploration/intrinsic_value_loss" in result) == (algorithm != "dqn")
 
 
 def test_checkpoint_round_trip_keeps_networks_running_statistics_and_optimizer(tmp_path):
@@ -300,6 +303,10 @@ def test_weight_sync_carries_the_module_and_its_statistics(tmp_path):
             r"exploration\.hidden_size: unknown key.*hidden_sizes",
         ),
         ({"exploration": {"name": 3}}, r"exploration\.name: expected an exploration plugin name"),
+        (
+            {"multiagent": {"policies": {"p0": {}}, "policy_mapping": {"*": "p0"}}},
+            r"exploration\.name: exploration 'rnd' runs with one policy",
+        ),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, changes, match):
@@ -370,3 +377,29 @@ def test_the_wrapped_postprocess_pickles_for_remote_workers():
     assert again.postprocess is PPO.postprocess
     plain = config_mod.resolve({**chain_config("/tmp", "ppo"), "exploration": None})
     assert wrap_postprocess(PPO.postprocess, plain, "ppo") is PPO.postprocess
+
+
+@needs_tf
+def test_torch_weights_with_the_module_act_the_same_on_tf(tmp_path):
+    """Neutral names: a torch policy's weights, the exploration module's included, load into a TF policy."""
+    trainer = make_trainer(chain_config(tmp_path, "ppo"))
+    tf_trainer = make_trainer({**chain_config(tmp_path, "ppo"), "backend": "tf"})
+    try:
+        trainer.train()
+        tf_trainer.policy.set_weights(trainer.policy.get_weights())
+        x = np.eye(8, dtype=np.float32)[:5]
+        for method in ("intrinsic_values",):
+            np.testing.assert_allclose(
+                getattr(tf_trainer.policy.exploration_module, method)(x),
+                getattr(trainer.policy.exploration_module, method)(x),
+                rtol=1e-5,
+                atol=1e-7,
+            )
+        np.testing.assert_allclose(
+            tf_trainer.policy.exploration_module.intrinsic_rewards(x, np.zeros(5), x),
+            trainer.policy.exploration_module.intrinsic_rewards(x, np.zeros(5), x),
+            rtol=1e-5,
+        )
+    finally:
+        trainer.stop()
+        tf_trainer.stop()
