@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from rlgear.backend import Backend, backend_class_for
 from rlgear.config import multiagent
 from rlgear.errors import UnsupportedError
@@ -187,6 +189,42 @@ class Learner:
             for key, value in self._policies[policy_id].learn_on_batch(rows).items():
                 stats[f"{policy_id}/{key}"] = value
         return stats
+
+    def learn_exploration(self, batch: SampleBatch | MultiAgentBatch) -> tuple[Any, dict[str, float]]:
+        """Train the exploration module (``exploration:``) of each policy on freshly sampled rows
+        and return ``(batch without the exploration columns, stats)``, stats keyed
+        ``exploration/<key>`` (``<policy id>/exploration/<key>`` with several policies).
+
+        Why fresh rows, not replayed ones: a module such as ICM's forward model needs the one-step
+        next observation of each row, which the sampling side adds (:mod:`rlgear.sampling.intrinsic`);
+        and the module should see each transition once, as in the papers' PPO loops.
+        """
+        if not isinstance(batch, MultiAgentBatch):
+            rows, stats = self._learn_exploration(self.policy, batch)
+            return rows, {f"exploration/{k}": v for k, v in stats.items()}
+        out, stats = {}, {}
+        for policy_id, rows in batch.items():
+            policy = self._policies[policy_id]
+            out[policy_id], own = self._learn_exploration(policy, rows)
+            stats.update({f"{policy_id}/exploration/{k}": v for k, v in own.items()})
+        return MultiAgentBatch(out, batch.env_steps, batch.agent_steps), stats
+
+    @staticmethod
+    def _learn_exploration(policy: Policy, rows: SampleBatch) -> tuple[SampleBatch, dict[str, float]]:
+        module = getattr(policy, "exploration_module", None)
+        columns = [key for key in rows if key.startswith("exploration_")]
+        if module is None or not columns:
+            return rows, {}
+        own = SampleBatch({k: v for k, v in rows.items() if k not in columns})
+        if len(rows) == 0:
+            return own, {}
+        stats = dict(module.learn(rows))
+        raw = rows.get("exploration_rewards")
+        if raw is not None:  # what every plugin reports: its raw intrinsic rewards and their scale
+            stats["intrinsic_reward_mean"] = float(np.mean(raw))
+            stats["intrinsic_reward_max"] = float(np.max(raw))
+        stats["intrinsic_reward_scale"] = float(module.reward_scale())
+        return own, stats
 
     # --- weights and state --------------------------------------------------------
     def get_weights(self, policy_ids: Iterable[str] | None = None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from rlgear import config as config_mod
 from rlgear.backend import NoFrameworkBackend, backend_class_for
 from rlgear.config import RunConfig, TrainingConfig, multiagent
 from rlgear.config.devices import DEVICE_KEY
+from rlgear.config.exploration import check_exploration_support
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.discovery import registry
 from rlgear.discovery.hooks import make_plugin_manager
@@ -33,6 +34,7 @@ from rlgear.learner import Learner
 from rlgear.run import checkpoint as ckpt
 from rlgear.run import trainer_state
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.sampling.intrinsic import wrap_postprocess
 from rlgear.sampling.metrics import MetricsWindow
 from rlgear.sampling.postprocessing import trainable_rows
 from rlgear.sampling.rollout_worker import RolloutWorker, env_seed, worker_seed
@@ -95,6 +97,7 @@ class Trainer:
             else config_mod.load(config, training_class=self.config_class)
         )
         config_mod.check_recurrent_support(self.config, type(self))
+        check_exploration_support(self.config, type(self))
         if self.config.offline.input is not None and not type(self).reads_datasets:
             raise self.config.fail(
                 "offline.input",
@@ -200,7 +203,7 @@ class Trainer:
             config,
             policy_cls,
             adapter_cls,
-            type(self).postprocess,
+            wrap_postprocess(type(self).postprocess, config, self.name),  # exploration: intrinsic rewards
             self.hooks,
             check_spaces=self.check_spaces,
             learner=learner,
@@ -299,10 +302,20 @@ class Trainer:
         Replay-based and asynchronous algorithms override it.
         """
         batch, steps = synchronous_parallel_sample(self.workers, self.config.training.train_batch_size)
+        batch, exploration_stats = self.learn_exploration(batch)
         self.learner.set_global_timestep(self.timesteps_total + steps)  # for lr and clip schedules
         stats = train_one_step(self.learner, self.workers, batch)
+        stats.update(exploration_stats)
         # each trained policy learned on its own agents' rows
         return self.learner_stats(stats) if isinstance(batch, MultiAgentBatch) else stats
+
+    def learn_exploration(self, batch: Any) -> tuple[Any, dict[str, float]]:
+        """With an ``exploration`` plugin: train its module on the freshly sampled ``batch`` and
+        return the batch without the columns only it reads, and its stats; else ``(batch, {})``.
+        A training step that samples calls it once, before the algorithm learns."""
+        if self.config.exploration.name is None:
+            return batch, {}
+        return self.learner.learn_exploration(batch)
 
     def learner_stats(self, per_policy: dict[str, float]) -> dict[str, float]:
         """Stats keyed ``<policy id>/<key>`` as they are with several policies, unprefixed with one

@@ -58,6 +58,7 @@ def test_the_four_driver_groups_are_the_documented_entry_point_groups():
         "scheduler": "rlgear.schedulers",
         "searcher": "rlgear.searchers",
         "logger": "rlgear.loggers",
+        "exploration": "rlgear.exploration",
     }
     assert registry.HOOKS_GROUP == "rlgear.hooks"
 

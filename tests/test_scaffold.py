@@ -28,12 +28,13 @@ from rlgear.cli import scaffold
 from rlgear.cli.scaffold import ScaffoldError, create
 from rlgear.discovery import registry
 
-KINDS = ["algorithm", "env", "scheduler", "hook"]
+KINDS = ["algorithm", "env", "scheduler", "hook", "exploration"]
 GROUPS = {
     "algorithm": "rlgear.algorithms",
     "env": "rlgear.envs",
     "scheduler": "rlgear.schedulers",
     "hook": "rlgear.hooks",
+    "exploration": "rlgear.exploration",
 }
 FILES = {
     "algorithm": [
@@ -52,6 +53,10 @@ FILES = {
     "hook": [
         "README.md", "pyproject.toml", "src/rlgear_{name}/__init__.py", "src/rlgear_{name}/hooks.py",
         "tests/test_{name}.py",
+    ],
+    "exploration": [
+        "README.md", "configs/dqn-{name}.yaml", "pyproject.toml", "src/rlgear_{name}/__init__.py",
+        "src/rlgear_{name}/exploration.py", "tests/test_{name}.py",
     ],
 }  # fmt: skip
 
@@ -272,7 +277,7 @@ def test_the_example_configs_are_valid_for_the_installed_plugins(installed):
 
 @pytest.fixture(scope="module")
 def installed_runs(tmp_path_factory):
-    """The four generated packages pip-installed into one throwaway virtualenv (seeing this rlgear),
+    """The five generated packages pip-installed into one throwaway virtualenv (seeing this rlgear),
     then ``rlgear plugins --check NAME`` and the package's own pytest for each: kind -> (check, tests).
 
     Two kinds at a time (the machine has two cores); each kind's check and tests run one after the other.
@@ -309,7 +314,8 @@ def installed_runs(tmp_path_factory):
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # the longest (algorithm, hook) first
         futures = {
-            kind: pool.submit(check_then_test, kind) for kind in ("algorithm", "hook", "env", "scheduler")
+            kind: pool.submit(check_then_test, kind)
+            for kind in ("algorithm", "hook", "env", "scheduler", "exploration")
         }
         return {kind: future.result() for kind, future in futures.items()}
 

@@ -1,4 +1,4 @@
-"""``rlgear new algorithm|env|scheduler|hook NAME``: a pip-installable plugin package to start from.
+"""``rlgear new algorithm|env|scheduler|hook|exploration NAME``: a pip-installable plugin package to start from.
 
 The package ``rlgear-NAME`` (import name ``rlgear_NAME``) registers NAME in the
 kind's entry-point group, holds a small working implementation written against
@@ -33,6 +33,7 @@ KINDS = {
     "env": ("rlgear.envs", "an EnvAdapter: a tiny numpy env emitting TimeSteps"),
     "scheduler": ("rlgear.schedulers", "a TrialScheduler: the median stopping rule"),
     "hook": ("rlgear.hooks", "@rlgear.hookimpl functions: a custom metric from on_episode_end"),
+    "exploration": ("rlgear.exploration", "an Exploration: a count-based bonus on hashed observations"),
 }
 
 
@@ -54,12 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """``rlgear new``'s command line."""
     new = sub.add_parser(
         "new",
-        help="create a plugin package to start from: rlgear new algorithm|env|scheduler|hook NAME",
+        help="create a plugin package to start from: rlgear new algorithm|env|scheduler|hook|exploration NAME",
         description="Create the pip-installable package rlgear-NAME (import name rlgear_NAME) holding a "
         "working plugin of that kind, its tests and a README. "
         + "".join(f" {kind}: {what}." for kind, (_, what) in KINDS.items()),
     )
-    new.add_argument("kind", choices=list(KINDS), metavar="KIND", help="algorithm, env, scheduler or hook")
+    new.add_argument(
+        "kind", choices=list(KINDS), metavar="KIND", help="algorithm, env, scheduler, hook or exploration"
+    )
     new.add_argument(
         "name", metavar="NAME", help="the plugin's name (a Python identifier): what configs write"
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlgear.config.checks import check_env_adapter, check_ranges, check_recurrent_support
 from rlgear.config.deprecated import rename_keys
+from rlgear.config.exploration import build_exploration, check_exploration_support
 from rlgear.config.multiagent import MultiAgentConfig, check_multiagent_config
 from rlgear.config.overrides import _failer, apply_overrides
 from rlgear.config.result_keys import build_stop
@@ -106,6 +107,8 @@ def resolve(
     ):
         if key in raw:
             sections[key] = build(cls, raw[key], key, fail)
+    if "exploration" in raw:
+        sections["exploration"] = build_exploration(raw["exploration"], fail)
     if "stop" in raw:
         sections["stop"] = build_stop(raw["stop"], fail)
     if raw.get("multiagent") is not None:
@@ -126,6 +129,7 @@ def resolve(
     check_env_adapter(config)
     if algorithm_class is not None:
         check_recurrent_support(config, algorithm_class)
+        check_exploration_support(config, algorithm_class)
         algorithm_class.check_config(config)  # what the algorithm needs of the other sections
     return config
 

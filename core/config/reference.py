@@ -17,6 +17,7 @@ import json
 import math
 from typing import Any, get_type_hints
 
+from rlgear.config.exploration import ExplorationConfig
 from rlgear.config.multiagent import MultiAgentConfig
 from rlgear.config.schema import field_help
 from rlgear.config.sections import (
@@ -45,6 +46,9 @@ TOP_LEVEL = (
     ("workers", "a mapping", "{}", "Sampling: workers, envs, fragments (the workers section below)."),
     ("learners", "a mapping", "{}", "Learning: the device and the number of learner processes (below)."),
     ("offline", "a mapping", "{}", "Datasets: record the run to a Minari dataset, or read datasets (below)."),
+    ("exploration", "a mapping", "{}",
+     "An exploration plugin (entry-point group rlgear.exploration), e.g. {name: rnd}: intrinsic rewards "
+     "for hard-exploration envs (the exploration section below)."),
     ("stop", "a mapping", "{}",
      "Result key -> threshold; the run ends when any is reached (>=). Keys: training_iteration, "
      "timesteps_total, episode_return_mean, ... or a learner/*, evaluation/* or custom_metrics/* path."),
@@ -66,6 +70,12 @@ SECTIONS: tuple[tuple[str, type, str], ...] = (
     ("learners", LearnersConfig, "Learning: the device, and N data-parallel learner actors on Ray."),
     ("offline", OfflineConfig, "Datasets: record every transition to a Minari dataset, or read datasets."),
     ("training", TrainingConfig, "Hyperparameters every algorithm has; each algorithm adds its own."),
+    (
+        "exploration",
+        ExplorationConfig,
+        "An exploration plugin and its options (docs/plugins/exploration.md): the keys every plugin has; "
+        "each plugin's own follow below the tables.",
+    ),
     ("checkpoint", CheckpointConfig, "When checkpoints are written and how many are kept."),
     ("logging", LoggingConfig, "Run folders, TensorBoard and the progress display."),
     (
@@ -141,6 +151,34 @@ def _scheduler_sections(kind: str = "scheduler") -> list[str]:
     return out
 
 
+def _exploration_sections() -> list[str]:
+    """The options of every installed exploration plugin (its ``config_class``), with the algorithms it declares."""
+    from rlgear.discovery import registry
+    from rlgear.errors import PluginError
+
+    out = []
+    for info in registry.available("exploration"):
+        try:
+            cls = registry.load_exploration(info.name)
+        except PluginError:
+            continue  # reported by `rlgear plugins`
+        algorithms = ", ".join(f"{name} ({mode} mode)" for name, mode in sorted(cls.algorithms.items()))
+        own = [f.name for f in dataclasses.fields(cls.config_class) if f.name not in _BASE_EXPLORATION]
+        rows = [
+            row for row in _rows(cls.config_class, "exploration") if row.split("`")[1].split(".")[1] in own
+        ]
+        header = "| key | type | default | meaning |\n| --- | --- | --- | --- |"
+        out.append(
+            f"**`{info.name}`** ({info.package}; algorithms: {algorithms}):\n\n"
+            + "\n".join([header, *rows])
+            + "\n"
+        )
+    return out
+
+
+_BASE_EXPLORATION = {f.name for f in dataclasses.fields(ExplorationConfig)}
+
+
 def common_markdown() -> str:
     """Every section a run config has, with ``training`` holding the keys common to every algorithm."""
     from rlgear.tune.config import TuneConfig
@@ -163,6 +201,8 @@ def common_markdown() -> str:
     ]
     for key, cls, intro in SECTIONS:
         parts += [f"## `{key}`", "", intro, "", _table(cls, key), ""]
+        if key == "exploration":
+            parts += ["### Each plugin's own keys", "", *_exploration_sections(), ""]
     parts += [
         "## `tune`",
         "",

@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rlgear.config.exploration import ExplorationConfig
 from rlgear.config.multiagent import MultiAgentConfig
 from rlgear.config.overrides import _failer
 from rlgear.config.schema import doc
@@ -329,7 +330,7 @@ class LoggingConfig:
 #: The keys a config file may have at its top level (``tune`` is read by ``rlgear tune`` only).
 TOP_LEVEL_KEYS = (
     "algorithm", "backend", "env", "model", "training", "workers", "learners", "offline",
-    "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
+    "exploration", "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
 )  # fmt: skip
 
 
@@ -349,6 +350,8 @@ class RunConfig:
     workers: WorkersConfig = dataclasses.field(default_factory=WorkersConfig)
     learners: LearnersConfig = dataclasses.field(default_factory=LearnersConfig)
     offline: OfflineConfig = dataclasses.field(default_factory=OfflineConfig)
+    #: The ``exploration`` section: the plugin's options class (:mod:`rlgear.config.exploration`).
+    exploration: ExplorationConfig = dataclasses.field(default_factory=ExplorationConfig)
     stop: dict[str, float] = dataclasses.field(default_factory=dict)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)

@@ -28,6 +28,7 @@ GROUPS = {
     "scheduler": "rlgear.schedulers",
     "searcher": "rlgear.searchers",
     "logger": "rlgear.loggers",
+    "exploration": "rlgear.exploration",
 }
 HOOKS_GROUP = "rlgear.hooks"
 
@@ -210,6 +211,7 @@ BASE_CLASSES = {
     "scheduler": ("rlgear.scheduler", "TrialScheduler"),
     "searcher": ("rlgear.searcher", "Searcher"),
     "logger": ("rlgear.run.logger", "Logger"),
+    "exploration": ("rlgear.exploration", "Exploration"),
 }
 
 
@@ -250,6 +252,11 @@ def load_searcher(name: str):
 def load_logger(name: str):
     """The Logger subclass registered as logger ``name`` (``logging.loggers``)."""
     return load_typed("logger", name)
+
+
+def load_exploration(name: str):
+    """The Exploration subclass registered as exploration plugin ``name`` (``exploration.name``)."""
+    return load_typed("exploration", name)
 
 
 @dataclass

@@ -31,6 +31,11 @@ What each kind must do:
   (``WANDB_MODE=offline``, MLflow's local store).
 * **hook** (``rlgear.hooks``): every ``@rlgear.hookimpl`` is a known hook and takes
   only arguments its hook specification passes.
+* **exploration** (``rlgear.exploration``): an :class:`~rlgear.exploration.Exploration` subclass
+  whose options class derives ``ExplorationConfig`` (every field documented, the defaults pass its
+  ``check``), whose ``algorithms`` are installed ones with a valid mode, and whose module on each
+  installed backend gives float32 intrinsic rewards, learns with finite stats and round-trips its
+  weights and state exactly (same weight names on every backend).
 * **backend** (``rlgear.backends``): a complete :class:`~rlgear.backend.Backend`
   whose ``setup``, RNG state round trip and ``version()`` work.
 
@@ -57,6 +62,7 @@ from rlgear.discovery.check._base import (
 from rlgear.discovery.check.algorithm import _check_algorithm
 from rlgear.discovery.check.backend import _check_backend
 from rlgear.discovery.check.env import _check_env
+from rlgear.discovery.check.exploration import _check_exploration
 from rlgear.discovery.check.hook import _check_hook
 from rlgear.discovery.check.logger import _check_logger
 from rlgear.discovery.check.scheduler import _check_scheduler
@@ -146,6 +152,7 @@ def check_plugin(
         "searcher": lambda: _check_searcher(checks, info, load_name),
         "logger": lambda: _check_logger(checks, info, load_name),
         "hook": lambda: _check_hook(checks, info),
+        "exploration": lambda: _check_exploration(checks, info, load_name),
     }[info.kind]
     with warnings.catch_warnings(), contextlib.suppress(_Failed):
         if quiet:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.blocks.schedules import piecewise_linear
+from rlgear.exploration import ExplorationHost
 from rlgear.plugins.backends.tf.acting import TFActing, _mask_width
 from rlgear.plugins.backends.tf.compiled import EAGER_ENV, Compiled, _columns_key, _spec, eager_requested
 from rlgear.plugins.backends.tf.device import TFPlacement
@@ -50,7 +51,7 @@ from rlgear.spaces import Space, flat_dim
 __all__ = ["EAGER_ENV", "Compiled", "TFPolicy", "_columns_key", "_spec", "eager_requested"]
 
 
-class TFPolicy(TFActing, TFLearning, TFGradients, TFWeights, TFPlacement, Policy):
+class TFPolicy(ExplorationHost, TFActing, TFLearning, TFGradients, TFWeights, TFPlacement, Policy):
     """Actor-critic acting and compiled gradient steps on ``loss()``.
 
     Subclasses set ``loss_columns`` (the batch columns ``loss`` reads) and
@@ -72,6 +73,8 @@ class TFPolicy(TFActing, TFLearning, TFGradients, TFWeights, TFPlacement, Policy
     observation_columns: ClassVar[tuple[str, ...]] = (SampleBatch.OBS,)
     #: per-row loss outputs (not averaged), passed to ``on_row_outputs``
     row_outputs: ClassVar[tuple[str, ...]] = ()
+    #: ``exploration.name``: the plugin's tf module is built (rlgear.exploration.ExplorationHost).
+    exploration_backend: ClassVar[str] = "tf"
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from rlgear.blocks.schedules import piecewise_linear
+from rlgear.exploration import ExplorationHost
 from rlgear.plugins.backends.torch.acting import TorchActing
 from rlgear.plugins.backends.torch.device import TorchPlacement
 from rlgear.plugins.backends.torch.distributions import distribution_class
@@ -42,7 +43,9 @@ from rlgear.spaces import Discrete, MultiDiscrete, Space
 __all__ = ["TorchPolicy", "clip_gradients"]
 
 
-class TorchPolicy(TorchActing, TorchLearning, TorchGradients, TorchWeights, TorchPlacement, Policy):
+class TorchPolicy(
+    ExplorationHost, TorchActing, TorchLearning, TorchGradients, TorchWeights, TorchPlacement, Policy
+):
     """Actor-critic acting and gradient steps on ``loss()``.
 
     Subclasses set ``loss_columns`` (the batch columns ``loss`` reads) and implement
@@ -56,6 +59,8 @@ class TorchPolicy(TorchActing, TorchLearning, TorchGradients, TorchWeights, Torc
     #: True when every batch row is already a whole sequence ``[N, T, ...]`` (IMPALA), not a row of
     #: padded ``max_seq_len`` sequences: minibatches then pick rows as for a feed-forward policy.
     rows_are_sequences: ClassVar[bool] = False
+    #: ``exploration.name``: the plugin's torch module is built (rlgear.exploration.ExplorationHost).
+    exploration_backend: ClassVar[str] = "torch"
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)

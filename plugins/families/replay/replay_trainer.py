@@ -157,6 +157,7 @@ class ReplayTrainer(Trainer):
         batch, steps = synchronous_parallel_sample(
             self.workers, self.config.training.env_steps_per_training_step
         )
+        batch, exploration_stats = self.learn_exploration(batch)
         rows_of_policy = (
             batch if isinstance(batch, MultiAgentBatch) else {next(iter(self.replay_buffers)): batch}
         )
@@ -184,6 +185,7 @@ class ReplayTrainer(Trainer):
             stats["replay_buffer_size"] = float(len(buffer))
             per_policy.update({f"{pid}/{key}": value for key, value in stats.items()})
         out = self.learner_stats(per_policy)
+        out.update(exploration_stats)
         if self.config.offline.input is not None:
             out["replay_prefilled_rows"] = float(self.prefilled_rows)  # learner/replay_prefilled_rows
         if learned:
