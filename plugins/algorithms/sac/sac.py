@@ -18,14 +18,14 @@ class SAC(ReplayTrainer):
     name = "sac"
     description = (
         "Soft actor-critic: squashed Gaussian actor, twin critics, automatic entropy tuning; "
-        "continuous (Box) actions"
+        "continuous (Box) actions, and Discrete ones with a categorical actor (Christodoulou 2019)"
     )
     config_class = SACConfig
     policies = {
         "torch": "rlgear.plugins.algorithms.sac.torch_policy:SACTorchPolicy",
         "tf": "rlgear.plugins.algorithms.sac.tf_policy:SACTFPolicy",
     }
-    action_spaces = frozenset({"continuous"})
+    action_spaces = frozenset({"continuous", "discrete"})
 
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
         """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha`` or ``initial_alpha``

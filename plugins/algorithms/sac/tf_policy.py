@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rlgear.blocks.replay_buffers import NEXT_OBS
 from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
 from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.backends.tf import OffPolicyTFPolicy, tf
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.spaces import Discrete
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -24,6 +26,15 @@ class SACTFPolicy(TargetNetworkState, OffPolicyTFPolicy):
     num_critics = 2
     target_parts = ("critic",)
     gaussian_actor = True
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SACTFPolicy:
+        """A Discrete action space builds discrete SAC's policy (``discrete_tf_policy``), as on torch."""
+        action_space = args[1] if len(args) > 1 else kwargs.get("action_space")
+        if cls is SACTFPolicy and isinstance(action_space, Discrete):
+            from rlgear.plugins.algorithms.sac.discrete_tf_policy import DiscreteSACTFPolicy
+
+            cls = DiscreteSACTFPolicy
+        return super().__new__(cls)
 
     def initial_log_alpha(self) -> float:
         return math.log(self.config.training.initial_alpha)
