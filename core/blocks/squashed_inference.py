@@ -68,6 +68,10 @@ class NumpyTanhActor:
             self.activation(x @ kernel, following[:, :-1])
         return inputs[-1] @ self._kernels[-1]
 
+    def last_hidden(self) -> np.ndarray:
+        """``[B, F]``: the last hidden layer's activations of the latest :meth:`forward` (gSDE's features)."""
+        return self._inputs[-1][:, :-1]
+
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Actions in ``[-1, 1]``, ``[B, A]`` float32: tanh of a Gaussian sample (SAC exploring), else tanh
         of the mean (or of the deterministic output)."""

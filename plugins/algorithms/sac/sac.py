@@ -10,8 +10,9 @@ from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.sac.config import SACConfig
 from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
-# Keys the policy reads once, when it builds log_alpha and its optimizer: reset_config can't apply them.
-_BUILT_ONCE = ("tune_alpha", "initial_alpha")
+# Keys the policy reads once, when it builds log_alpha and its optimizer (and gSDE's policy class and
+# log_std's shape): reset_config can't apply them.
+_BUILT_ONCE = ("tune_alpha", "initial_alpha", "use_sde", "full_std")
 
 
 class SAC(ReplayTrainer):
@@ -26,6 +27,13 @@ class SAC(ReplayTrainer):
         "tf": "rlgear.plugins.algorithms.sac.tf_policy:SACTFPolicy",
     }
     action_spaces = frozenset({"continuous", "discrete"})
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        if config.training.use_sde and config.backend != "torch":
+            raise config.fail(
+                "training.use_sde", f"gSDE is built on the torch backend only (backend: {config.backend})"
+            )
 
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
         """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha`` or ``initial_alpha``

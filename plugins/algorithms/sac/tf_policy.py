@@ -30,6 +30,9 @@ class SACTFPolicy(TargetNetworkState, OffPolicyTFPolicy):
     def __new__(cls, *args: Any, **kwargs: Any) -> SACTFPolicy:
         """A Discrete action space builds discrete SAC's policy (``discrete_tf_policy``), as on torch."""
         action_space = args[1] if len(args) > 1 else kwargs.get("action_space")
+        config = args[2] if len(args) > 2 else kwargs.get("config")
+        if getattr(getattr(config, "training", None), "use_sde", False):
+            raise TypeError("training.use_sde: gSDE is built on the torch backend only")
         if cls is SACTFPolicy and isinstance(action_space, Discrete):
             from rlgear.plugins.algorithms.sac.discrete_tf_policy import DiscreteSACTFPolicy
 
