@@ -22,7 +22,7 @@ from rlgear.plugins.algorithms.sac import SAC
 from rlgear.plugins.families.gsde import SDENoise
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Box, Discrete
-from tests.conftest import train_until_stop
+from tests.conftest import BACKENDS, needs_tf, train_until_stop
 from tests.numpy_reference import (
     PENDULUM_OBS,
     dense,
@@ -160,14 +160,14 @@ def test_sde_noise_redraws_per_env_on_its_own_count_and_all_when_the_weights_cha
     np.testing.assert_allclose(draws.std(axis=0), np.sqrt(3 * 0.25), rtol=0.05)  # sum_j z_j^2 sigma^2
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "sac"])
+@pytest.mark.parametrize("algorithm", ["ppo", "sac", pytest.param("sac-tf", marks=needs_tf)])
 def test_gsde_policy_state_round_trips_the_exploration_matrices(tmp_path, algorithm):
-    policy = (
-        ppo_policy(tmp_path / "a", sde_sample_freq=5) if algorithm == "ppo" else sac_policy(tmp_path / "a")
-    )
-    fresh = (
-        ppo_policy(tmp_path / "b", sde_sample_freq=5) if algorithm == "ppo" else sac_policy(tmp_path / "b")
-    )
+    def build(folder):
+        if algorithm == "ppo":
+            return ppo_policy(folder, sde_sample_freq=5)
+        return sac_policy(folder, backend="tf" if algorithm == "sac-tf" else "torch", sde_sample_freq=5)
+
+    policy, fresh = build(tmp_path / "a"), build(tmp_path / "b")
     timestep = timestep_of(np.random.default_rng(1).normal(size=(3, 3)))
     for _ in range(2):
         policy.compute_actions(timestep, explore=True)
@@ -184,13 +184,13 @@ def test_gsde_policy_state_round_trips_the_exploration_matrices(tmp_path, algori
 # ----------------------------------------------------------------------------- sac
 
 
-def sac_policy(tmp_path, **training):
+def sac_policy(tmp_path, backend="torch", **training):
     base = {"optimizer": "sgd", "lr": 0.05, "grad_clip": None, "train_batch_size": N, "learning_starts": 0,
             "use_sde": True, "tau": 0.1, "log_std_init": -1.0}  # fmt: skip
     config = resolve(tmp_path, "sac", {**base, **training}, {"hidden_sizes": [8, 6], "activation": "relu"},
                      env="Pendulum-v1")  # fmt: skip
-    policy = make_policy(config, "torch", PENDULUM_OBS, TWO_ACTIONS)
-    assert type(policy).__name__ == "SDESACTorchPolicy"
+    policy = make_policy(config, backend, PENDULUM_OBS, TWO_ACTIONS)
+    assert type(policy).__name__ == f"SDESAC{'Torch' if backend == 'torch' else 'TF'}Policy"
     weights = random_weights(policy.get_weights(), seed=1, gain=1.5)
     weights["log_alpha"] = np.array([np.log(0.7)], np.float32)
     weights["policy/sde_log_std"] = (
@@ -232,6 +232,17 @@ def sac_sde_reference(weights, features_weights, target, batch, training, eps):
     return losses, stats, td
 
 
+@needs_tf
+def test_sac_gsde_weights_have_the_same_names_and_shapes_on_both_backends_and_act_alike(tmp_path):
+    torch_policy, tf_policy = sac_policy(tmp_path / "t"), sac_policy(tmp_path / "f", backend="tf")
+    shapes = {name: np.shape(value) for name, value in torch_policy.get_weights().items()}
+    assert shapes == {name: np.shape(value) for name, value in tf_policy.get_weights().items()}
+    assert shapes["policy/sde_log_std"] == (6, 2) and shapes["policy/output/kernel"] == (6, 2)
+    obs = np.random.default_rng(3).normal(size=(5, 3)).astype(np.float32)
+    greedy = [p.compute_actions(timestep_of(obs), explore=False)[0] for p in (torch_policy, tf_policy)]
+    np.testing.assert_allclose(greedy[0], greedy[1], rtol=1e-5, atol=1e-6)
+
+
 def sac_batch(seed=0):
     rng = np.random.default_rng(seed)
     return SB(
@@ -245,24 +256,26 @@ def sac_batch(seed=0):
     )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "options", [{}, {"full_std": False, "use_expln": True}], ids=["default", "expln-one"]
 )
-def test_sac_gsde_losses_and_update_match_the_numpy_reference(tmp_path, options):
-    policy = sac_policy(tmp_path, **options)
+def test_sac_gsde_losses_and_update_match_the_numpy_reference(tmp_path, options, backend):
+    policy = sac_policy(tmp_path, backend=backend, **options)
     batch = sac_batch()
     features_weights = policy.get_weights()
 
     def reference(weights, target):
-        eps = policy.sde_eps.numpy().astype(np.float64)
+        eps = np.asarray(policy.sde_eps if backend == "tf" else policy.sde_eps.numpy(), np.float64)
         return sac_sde_reference(weights, features_weights, target, batch, policy.config.training, eps)
 
     stats = check_step(policy, batch, reference, tau=0.1)
     assert policy.sde_eps.shape == (6, 2) and stats["sde_std"] > 0
 
 
-def test_sac_gsde_acts_with_the_env_s_matrix_and_greedily_with_tanh_of_the_mean(tmp_path):
-    policy = sac_policy(tmp_path, sde_sample_freq=2)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sac_gsde_acts_with_the_env_s_matrix_and_greedily_with_tanh_of_the_mean(tmp_path, backend):
+    policy = sac_policy(tmp_path, backend=backend, sde_sample_freq=2)
     obs = np.random.default_rng(1).normal(size=(3, 3)).astype(np.float32)
     timestep = timestep_of(obs)
     actions, _, _ = policy.compute_actions(timestep, explore=True)
@@ -286,16 +299,18 @@ def test_sac_gsde_warmup_is_uniform_unless_use_sde_at_warmup(tmp_path):
     assert acted[:, 0].std() < 0.8  # the same observation in every env: tanh(mean + small noise)
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "sac"])
-def test_use_sde_is_refused_on_tf_and_with_discrete_actions_naming_the_key(tmp_path, algorithm):
+def test_ppo_use_sde_is_refused_on_tf_naming_the_key(tmp_path):
     from rlgear import config as config_mod
 
-    raw = {"algorithm": algorithm, "backend": "tf", "env": {"name": "Pendulum-v1"},
+    raw = {"algorithm": "ppo", "backend": "tf", "env": {"name": "Pendulum-v1"},
            "training": {"use_sde": True}, "logging": {"dir": str(tmp_path)}}  # fmt: skip
-    trainer_cls = PPO if algorithm == "ppo" else SAC
     with pytest.raises(Exception, match=r"training\.use_sde.*torch backend only") as raised:
-        trainer_cls(config_mod.resolve(raw, training_class=trainer_cls.config_class))
+        PPO(config_mod.resolve(raw, training_class=PPO.config_class))
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "sac"])
+def test_use_sde_with_discrete_actions_is_refused_naming_the_key(tmp_path, algorithm):
     config = resolve(tmp_path, algorithm, {"use_sde": True})
     with pytest.raises(TypeError, match=r"training\.use_sde: gSDE needs Box actions"):
         make_policy(config, "torch", PENDULUM_OBS, Discrete(2))

@@ -28,13 +28,6 @@ class SAC(ReplayTrainer):
     }
     action_spaces = frozenset({"continuous", "discrete"})
 
-    @classmethod
-    def check_config(cls, config: RunConfig) -> None:
-        if config.training.use_sde and config.backend != "torch":
-            raise config.fail(
-                "training.use_sde", f"gSDE is built on the torch backend only (backend: {config.backend})"
-            )
-
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
         """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha`` or ``initial_alpha``
         change (log alpha and whether the optimizer moves it are fixed when the policy is built)."""

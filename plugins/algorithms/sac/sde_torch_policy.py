@@ -25,14 +25,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlgear.export.signature import explore_refused
+from rlgear.plugins.algorithms.sac.sde import SDETwinActing
 from rlgear.plugins.algorithms.sac.torch_policy import _HALF_LOG_2PI, _LOG_2, SACTorchPolicy
-from rlgear.plugins.backends.torch.export_heads import SquashedActorHead
 from rlgear.plugins.backends.torch.offpolicy import ActorCritics, StackedMLP, actor_mlp
-from rlgear.plugins.families.gsde import SDE_EPSILON, SDENoise, sde_std
-from rlgear.policy import PolicyState
+from rlgear.plugins.families.gsde import SDE_EPSILON
 from rlgear.spaces import Space, flat_dim
-from rlgear.timestep import TimeStep
 
 
 class SDEActorCritics(ActorCritics):
@@ -46,7 +43,7 @@ class SDEActorCritics(ActorCritics):
         return {**super().weight_names(), "sde_log_std": "policy/sde_log_std"}
 
 
-class SDESACTorchPolicy(SACTorchPolicy):
+class SDESACTorchPolicy(SDETwinActing, SACTorchPolicy):
     """SAC with ``training.use_sde`` (module docstring); built by ``SACTorchPolicy`` itself."""
 
     gaussian_actor = False  # the actor's output is the means; the std is gSDE's
@@ -54,9 +51,11 @@ class SDESACTorchPolicy(SACTorchPolicy):
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
         super().__init__(observation_space, action_space, config)
-        seed = config.seed
-        self.sde_noise = SDENoise(int(config.training.sde_sample_freq), None if seed is None else seed + 5)
+        self.sde_init(config)
         self.sde_eps: torch.Tensor | None = None
+
+    def acting_observations(self, observations: Any) -> np.ndarray:
+        return self.flat_observations(observations)
 
     def make_model(self) -> nn.Module:
         model_config, training = self.config.model, self.config.training
@@ -104,45 +103,3 @@ class SDESACTorchPolicy(SACTorchPolicy):
         self.sde_eps = self.to_device_tensor(eps, pin=False)
         loss, stats, td_errors = super().loss(batch, update_actor)
         return loss, {**stats, "sde_std": self.sde_sigma().detach().mean()}, td_errors
-
-    # --- acting -------------------------------------------------------------------------------
-    def compute_actions(
-        self, timestep: TimeStep, state: Any = None, explore: bool = True
-    ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
-        """Uniform before ``learning_starts`` (unless ``use_sde_at_warmup``), else
-        ``tanh(mean + theta_env^T z)`` exploring, ``tanh(mean)`` greedy; rescaled to the bounds."""
-        training, twin = self.config.training, self.actor_twin
-        if twin.version != self.weights_version:
-            weights = self.get_weights()
-            twin.load(weights, self.weights_version)
-            self._acting_sigma = sde_std(
-                weights["policy/sde_log_std"], self.num_actions, bool(training.use_expln)
-            )
-        obs = self.flat_observations(timestep.observation)
-        warmup = explore and self.global_timestep < training.learning_starts
-        if warmup and not training.use_sde_at_warmup:
-            squashed = self.acting_rng.uniform(-1.0, 1.0, (obs.shape[0], self.num_actions))
-        else:
-            pre_tanh = twin.forward(obs)
-            if explore:
-                features = twin.last_hidden()
-                pre_tanh = pre_tanh + self.sde_noise.noise(
-                    features, timestep.env_id, self._acting_sigma, self.weights_version
-                )
-            squashed = np.tanh(pre_tanh)
-        actions = self.action_low + (squashed + 1.0) * self.action_half_range
-        return actions.astype(np.float32, copy=False), state, {}
-
-    def export_head(self, explore: bool) -> SquashedActorHead:
-        if explore:
-            raise explore_refused("gSDE's exploration matrices are acting state, not part of the actor")
-        return super().export_head(False)
-
-    def get_state(self) -> PolicyState:
-        state = super().get_state()
-        state.arrays.update(self.sde_noise.get_state(self.weights_version))
-        return state
-
-    def set_state(self, state: PolicyState) -> None:
-        super().set_state(state)
-        self.sde_noise.set_state(state.arrays, self.weights_version)

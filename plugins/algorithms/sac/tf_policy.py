@@ -26,17 +26,27 @@ class SACTFPolicy(TargetNetworkState, OffPolicyTFPolicy):
     num_critics = 2
     target_parts = ("critic",)
     gaussian_actor = True
+    #: whether the class acts and learns with gSDE's noise (``training.use_sde``)
+    builds_sde = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> SACTFPolicy:
-        """A Discrete action space builds discrete SAC's policy (``discrete_tf_policy``), as on torch."""
+        """A Discrete action space builds discrete SAC's policy (``discrete_tf_policy``), ``use_sde`` the
+        gSDE one (``sde_tf_policy``), as on torch."""
         action_space = args[1] if len(args) > 1 else kwargs.get("action_space")
         config = args[2] if len(args) > 2 else kwargs.get("config")
-        if getattr(getattr(config, "training", None), "use_sde", False):
-            raise TypeError("training.use_sde: gSDE is built on the torch backend only")
+        use_sde = bool(getattr(getattr(config, "training", None), "use_sde", False))
         if cls is SACTFPolicy and isinstance(action_space, Discrete):
+            if use_sde:
+                raise TypeError("training.use_sde: gSDE needs Box actions, got a Discrete action space")
             from rlgear.plugins.algorithms.sac.discrete_tf_policy import DiscreteSACTFPolicy
 
             cls = DiscreteSACTFPolicy
+        elif use_sde and cls is SACTFPolicy:
+            from rlgear.plugins.algorithms.sac.sde_tf_policy import SDESACTFPolicy
+
+            cls = SDESACTFPolicy
+        elif use_sde and not cls.builds_sde:
+            raise TypeError(f"training.use_sde: gSDE is built for sac's own policy, not {cls.__name__}")
         return super().__new__(cls)
 
     def initial_log_alpha(self) -> float:
