@@ -57,12 +57,12 @@ def gaussian_logp(x, mean, var):
 # ----------------------------------------------------------------------------- ppo
 
 
-def ppo_policy(tmp_path, **training):
+def ppo_policy(tmp_path, backend="torch", **training):
     config = resolve(
         tmp_path, "ppo", {"use_sde": True, **training}, {"hidden_sizes": [8, 6], "activation": "tanh"},
         env="Pendulum-v1",
     )  # fmt: skip
-    policy = make_policy(config, "torch", PENDULUM_OBS, TWO_ACTIONS)
+    policy = make_policy(config, backend, PENDULUM_OBS, TWO_ACTIONS)
     weights = random_weights(policy.get_weights(), seed=1, gain=1.5)
     weights["policy/sde_log_std"] = (
         np.random.default_rng(4).normal(-0.5, 0.6, np.shape(weights["policy/sde_log_std"])).astype(np.float32)
@@ -79,11 +79,43 @@ def ppo_reference(weights, features_weights, obs, actions, use_expln):
     return gaussian_logp(actions, mean, var), (0.5 * np.log(2 * np.pi * np.e * var)).sum(axis=-1)
 
 
+def logp_entropy_and_gradients(policy, backend, obs, actions):
+    """The policy's ``log pi``, entropy and the gradient of ``mean(log pi) + 0.3 mean(entropy)`` per
+    neutral weight name, through its own model and distribution."""
+    if backend == "torch":
+        policy.model.zero_grad()
+        dist = policy.dist_class(policy.model(torch.from_numpy(obs))[0])
+        logp, entropy = dist.logp(torch.from_numpy(actions)), dist.entropy()
+        (logp.mean() + 0.3 * entropy.mean()).backward()
+        grads = {
+            policy._weight_names[name]: policy.to_neutral_layout(name, param.grad.numpy())
+            for name, param in policy.model.named_parameters()
+            if param.grad is not None
+        }
+        return logp.detach().numpy(), entropy.detach().numpy(), grads
+    import tensorflow as tf
+
+    names = [name for name, _ in policy.named_variables]
+    with tf.GradientTape() as tape:
+        dist = policy.dist_class(policy.model(tf.constant(obs))[0])
+        logp, entropy = dist.logp(tf.constant(actions)), dist.entropy()
+        objective = tf.reduce_mean(logp) + 0.3 * tf.reduce_mean(entropy)
+    grads = tape.gradient(objective, [v for _, v in policy.named_variables])
+    return (
+        logp.numpy(),
+        entropy.numpy(),
+        {n: g.numpy() for n, g in zip(names, grads, strict=True) if g is not None},
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "options", [{}, {"full_std": False}, {"use_expln": True}], ids=["full-std", "one-per-feature", "expln"]
 )
-def test_ppo_gsde_log_prob_and_entropy_values_and_gradients_match_the_per_state_gaussian(tmp_path, options):
-    policy = ppo_policy(tmp_path, **options)
+def test_ppo_gsde_log_prob_and_entropy_values_and_gradients_match_the_per_state_gaussian(
+    tmp_path, options, backend
+):
+    policy = ppo_policy(tmp_path, backend, **options)
     width = 2 if options.get("full_std", True) else 1
     assert policy.get_weights()["policy/sde_log_std"].shape == (6, width)
     assert "policy/log_std" not in policy.get_weights()
@@ -93,30 +125,23 @@ def test_ppo_gsde_log_prob_and_entropy_values_and_gradients_match_the_per_state_
     weights = {k: v for k, v in policy.get_weights().items() if k.startswith("policy/")}
     logp_ref, entropy_ref = ppo_reference(weights, weights, obs, actions, bool(options.get("use_expln")))
 
-    policy.model.zero_grad()
-    dist = policy.dist_class(policy.model(torch.from_numpy(obs))[0])
-    logp, entropy = dist.logp(torch.from_numpy(actions)), dist.entropy()
-    np.testing.assert_allclose(logp.detach().numpy(), logp_ref, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(entropy.detach().numpy(), entropy_ref, rtol=1e-4, atol=1e-5)
-    (logp.mean() + 0.3 * entropy.mean()).backward()
-    names = policy._weight_names
+    logp, entropy, grads = logp_entropy_and_gradients(policy, backend, obs, actions)
+    np.testing.assert_allclose(logp, logp_ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(entropy, entropy_ref, rtol=1e-4, atol=1e-5)
 
     def objective(w):
         lp, ent = ppo_reference({**weights, **w}, weights, obs, actions, bool(options.get("use_expln")))
         return lp.mean() + 0.3 * ent.mean()
 
     expected = finite_difference_gradient(objective, weights)
-    for name, param in policy.model.named_parameters():
-        neutral = names[name]
-        if not neutral.startswith("policy/"):
-            continue
-        grad = policy.to_neutral_layout(name, param.grad.numpy())
-        np.testing.assert_allclose(grad, expected[neutral], rtol=2e-3, atol=2e-5, err_msg=neutral)
+    for name, value in expected.items():
+        np.testing.assert_allclose(grads[name], value, rtol=2e-3, atol=2e-5, err_msg=name)
     assert np.abs(expected["policy/sde_log_std"]).max() > 1e-3  # the std's gradient was exercised
 
 
-def test_ppo_gsde_actions_are_the_mean_plus_the_env_s_matrix_times_the_features(tmp_path):
-    policy = ppo_policy(tmp_path, sde_sample_freq=3)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ppo_gsde_actions_are_the_mean_plus_the_env_s_matrix_times_the_features(tmp_path, backend):
+    policy = ppo_policy(tmp_path, backend, sde_sample_freq=3)
     obs = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
     timestep = timestep_of(obs)
     actions, _, extras = policy.compute_actions(timestep, explore=True)
@@ -131,8 +156,9 @@ def test_ppo_gsde_actions_are_the_mean_plus_the_env_s_matrix_times_the_features(
     np.testing.assert_allclose(greedy, mean, rtol=1e-5, atol=1e-5)
 
 
-def test_ppo_gsde_noise_is_fixed_for_sde_sample_freq_steps_then_redrawn(tmp_path):
-    policy = ppo_policy(tmp_path, sde_sample_freq=4)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ppo_gsde_noise_is_fixed_for_sde_sample_freq_steps_then_redrawn(tmp_path, backend):
+    policy = ppo_policy(tmp_path, backend, sde_sample_freq=4)
     timestep = timestep_of(np.random.default_rng(1).normal(size=(3, 3)))
     steps = [policy.compute_actions(timestep, explore=True)[0] for _ in range(9)]
     for i in (1, 2, 3, 5, 6, 7):  # same observations, same matrices: same actions
@@ -160,11 +186,14 @@ def test_sde_noise_redraws_per_env_on_its_own_count_and_all_when_the_weights_cha
     np.testing.assert_allclose(draws.std(axis=0), np.sqrt(3 * 0.25), rtol=0.05)  # sum_j z_j^2 sigma^2
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "sac", pytest.param("sac-tf", marks=needs_tf)])
+@pytest.mark.parametrize(
+    "algorithm",
+    ["ppo", "sac", pytest.param("ppo-tf", marks=needs_tf), pytest.param("sac-tf", marks=needs_tf)],
+)
 def test_gsde_policy_state_round_trips_the_exploration_matrices(tmp_path, algorithm):
     def build(folder):
-        if algorithm == "ppo":
-            return ppo_policy(folder, sde_sample_freq=5)
+        if algorithm.startswith("ppo"):
+            return ppo_policy(folder, "tf" if algorithm == "ppo-tf" else "torch", sde_sample_freq=5)
         return sac_policy(folder, backend="tf" if algorithm == "sac-tf" else "torch", sde_sample_freq=5)
 
     policy, fresh = build(tmp_path / "a"), build(tmp_path / "b")
@@ -299,21 +328,12 @@ def test_sac_gsde_warmup_is_uniform_unless_use_sde_at_warmup(tmp_path):
     assert acted[:, 0].std() < 0.8  # the same observation in every env: tanh(mean + small noise)
 
 
-def test_ppo_use_sde_is_refused_on_tf_naming_the_key(tmp_path):
-    from rlgear import config as config_mod
-
-    raw = {"algorithm": "ppo", "backend": "tf", "env": {"name": "Pendulum-v1"},
-           "training": {"use_sde": True}, "logging": {"dir": str(tmp_path)}}  # fmt: skip
-    with pytest.raises(Exception, match=r"training\.use_sde.*torch backend only") as raised:
-        PPO(config_mod.resolve(raw, training_class=PPO.config_class))
-    assert "\n" not in str(raised.value)
-
-
 @pytest.mark.parametrize("algorithm", ["ppo", "sac"])
-def test_use_sde_with_discrete_actions_is_refused_naming_the_key(tmp_path, algorithm):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_use_sde_with_discrete_actions_is_refused_naming_the_key(tmp_path, algorithm, backend):
     config = resolve(tmp_path, algorithm, {"use_sde": True})
     with pytest.raises(TypeError, match=r"training\.use_sde: gSDE needs Box actions"):
-        make_policy(config, "torch", PENDULUM_OBS, Discrete(2))
+        make_policy(config, backend, PENDULUM_OBS, Discrete(2))
 
 
 def test_sde_sample_freq_zero_is_refused(tmp_path):

@@ -31,7 +31,7 @@ class GSDEConfig:
     use_sde: bool = doc(
         "Generalized state-dependent exploration (Raffin et al. 2021): the exploration noise is "
         "theta^T z(s), z the policy's last hidden features, theta ~ N(0, exp(log_std)^2) redrawn "
-        "every sde_sample_freq steps. Box actions (ppo: torch backend).",
+        "every sde_sample_freq steps. Box actions.",
         False,
     )
     sde_sample_freq: int = doc(

@@ -30,13 +30,6 @@ class PPO(Trainer):
     recurrent = True
     multi_agent = True
 
-    @classmethod
-    def check_config(cls, config: RunConfig) -> None:
-        if config.training.use_sde and config.backend != "torch":
-            raise config.fail(
-                "training.use_sde", f"gSDE is built on the torch backend only (backend: {config.backend})"
-            )
-
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
         training = config.training
