@@ -139,6 +139,21 @@ def test_ppo_gsde_log_prob_and_entropy_values_and_gradients_match_the_per_state_
     assert np.abs(expected["policy/sde_log_std"]).max() > 1e-3  # the std's gradient was exercised
 
 
+@needs_tf
+def test_ppo_gsde_torch_weights_give_the_same_distribution_on_tf(tmp_path):
+    torch_policy, tf_policy = ppo_policy(tmp_path / "t"), ppo_policy(tmp_path / "f", "tf")
+    assert [name for name, _ in tf_policy.named_variables] == list(torch_policy._weight_names.values())
+    tf_policy.set_weights(torch_policy.get_weights())
+    rng = np.random.default_rng(5)
+    obs, actions = rng.normal(size=(N, 3)).astype(np.float32), rng.normal(size=(N, 2)).astype(np.float32)
+    torch_out, tf_out = (logp_entropy_and_gradients(p, b, obs, actions) for p, b in
+                         ((torch_policy, "torch"), (tf_policy, "tf")))  # fmt: skip
+    for a, b in zip(torch_out[:2], tf_out[:2], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    for name, grad in torch_out[2].items():
+        np.testing.assert_allclose(tf_out[2][name], grad, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ppo_gsde_actions_are_the_mean_plus_the_env_s_matrix_times_the_features(tmp_path, backend):
     policy = ppo_policy(tmp_path, backend, sde_sample_freq=3)
