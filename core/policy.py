@@ -259,3 +259,13 @@ def epsilon_greedy_actions(
             random_actions = np.argmax(np.where(action_mask, rng.random(q_values.shape), -1.0), axis=-1)
         actions = np.where(explore_rows, random_actions, actions)
     return actions.astype(np.int64, copy=False)
+
+
+def categorical_sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """int64 ``[B]``: one draw per row from ``softmax(logits)`` (inverse CDF, one uniform per row):
+    discrete SAC's acting, written once for its backends and ``rlgear.inference``."""
+    logits = logits.astype(np.float64)
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    cdf = np.cumsum(probs, axis=-1)
+    u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
+    return np.minimum((cdf <= u).sum(axis=-1), logits.shape[-1] - 1).astype(np.int64)

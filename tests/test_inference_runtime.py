@@ -27,6 +27,7 @@ from rlgear.discovery import registry
 from rlgear.errors import ConfigError, UnsupportedError
 from rlgear.inference.policies import (
     ActorCriticRuntime,
+    CategoricalActorRuntime,
     LSTMRuntime,
     QRuntime,
     RuntimePolicy,
@@ -352,6 +353,23 @@ def test_tanh_actors_act_as_the_framework(tmp_path, algorithm):
     else:
         with pytest.raises(UnsupportedError, match="explore=True"):
             runtime.compute_actions(obs, explore=True)
+
+
+def test_discrete_sac_acts_with_its_categorical_actor_as_the_framework(tmp_path):
+    import torch
+
+    runtime, framework = load_both(write_checkpoint(tmp_path, "sac", "CartPole-v1"))
+    assert isinstance(runtime.policy, CategoricalActorRuntime)
+    obs = sample(runtime.observation_space, np.random.default_rng(0), N)
+    x = model_input(framework, obs)
+    with torch.no_grad():
+        expected_logits = framework.policy.model.actor(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(runtime.policy.actor_outputs(x), expected_logits, **TOL)
+    got = runtime.compute_actions(obs)
+    np.testing.assert_array_equal(got, framework.policy.greedy_actions(x))
+    np.testing.assert_array_equal(got, framework.compute_actions(obs))
+    explored = runtime.compute_actions(obs, explore=True)
+    assert explored.dtype == np.int64 and set(np.unique(explored)) <= {0, 1}
 
 
 # --- ES, ARS ------------------------------------------------------------------------------------------

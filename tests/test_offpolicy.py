@@ -190,10 +190,19 @@ def test_gaussian_exploration_noise_is_independent_between_steps(tmp_path):
 # ----------------------------------------------------------------------------- config and spaces
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "sac"])  # sac: discrete SAC
 def test_discrete_actions_are_refused(tmp_path, algorithm, make_trainer):
     with pytest.raises(UnsupportedError, match="continuous"):
         make_trainer(raw_config(tmp_path, algorithm, env="CartPole-v1"))
+
+
+def test_sac_on_discrete_actions_trains_discrete_sac(tmp_path, make_trainer):
+    trainer = make_trainer(raw_config(tmp_path, "sac", env="CartPole-v1"))
+    assert type(trainer.policy).__name__ == "DiscreteSACTorchPolicy"
+    result = {}
+    while "learner/critic_loss" not in result:  # learning starts after 16 env steps
+        result = trainer.train()
+    assert np.isfinite(result["learner/critic_loss"]) and result["learner/entropy"] > 0
 
 
 def test_unbounded_box_actions_are_refused_with_the_reason(tmp_path):

@@ -17,9 +17,26 @@ from __future__ import annotations
 import numpy as np
 
 from rlgear.blocks.inference import ACTIVATIONS, _with_bias_row
+from rlgear.spaces import Box, Space
 
 #: SAC's log-std clip (as Stable-Baselines3 and Haarnoja et al.'s code): keeps exp(log_std) finite.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+def box_action_count(policy_name: str, action_space: Space) -> int:
+    """The size of a bounded one-dimensional Box (the continuous actors' action space); raises otherwise."""
+    if not isinstance(action_space, Box) or not action_space.bounded or len(action_space.shape) != 1:
+        raise TypeError(
+            f"{policy_name} needs a bounded one-dimensional Box action space, got {action_space!r}"
+        )
+    return action_space.size
+
+
+def action_bounds(action_space: Space) -> tuple[np.ndarray, np.ndarray]:
+    """A Box's bounds as float32 (empty for a Discrete space: its actions are indices, never rescaled)."""
+    if not isinstance(action_space, Box):
+        return np.zeros(0, np.float32), np.zeros(0, np.float32)
+    return action_space.low.astype(np.float32), action_space.high.astype(np.float32)
 
 
 class NumpyTanhActor:
@@ -50,6 +67,10 @@ class NumpyTanhActor:
         for kernel, x, following in zip(self._kernels, inputs, inputs[1:], strict=False):
             self.activation(x @ kernel, following[:, :-1])
         return inputs[-1] @ self._kernels[-1]
+
+    def last_hidden(self) -> np.ndarray:
+        """``[B, F]``: the last hidden layer's activations of the latest :meth:`forward` (gSDE's features)."""
+        return self._inputs[-1][:, :-1]
 
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Actions in ``[-1, 1]``, ``[B, A]`` float32: tanh of a Gaussian sample (SAC exploring), else tanh

@@ -8,7 +8,8 @@ names) and the policy's config says the details:
 * ``policy/output`` and ``value/output``: the catalog actor-critic MLP (ppo, a2c, a3c, pg,
   impala, appo), ``model.vf_share_layers``;
 * ``policy/output`` and ``q/...``: the tanh actor of SAC (output ``2 x actions``: means, log
-  stds) or TD3/DDPG (output ``actions``);
+  stds) or TD3/DDPG (output ``actions``); with a Discrete action space, discrete SAC's
+  categorical actor (output: the logits);
 * ``q/...`` only: DQN's Q-network (``training.dueling``, ``num_atoms``, qrdqn's ``num_quantiles``;
   noisy layers from the weight names);
 * a checkpoint of a framework-free algorithm (ES, ARS: backend ``numpy``): the algorithm's own
@@ -29,7 +30,13 @@ from rlgear.blocks.q_inference import NumpyQNetwork
 from rlgear.blocks.squashed_inference import NumpyTanhActor
 from rlgear.config.conv import conv_layers
 from rlgear.errors import CheckpointError, ConfigError
-from rlgear.inference.policies import ActorCriticRuntime, LSTMRuntime, QRuntime, TanhActorRuntime
+from rlgear.inference.policies import (
+    ActorCriticRuntime,
+    CategoricalActorRuntime,
+    LSTMRuntime,
+    QRuntime,
+    TanhActorRuntime,
+)
 from rlgear.run.agent import CheckpointPolicy
 from rlgear.spaces import Box, Discrete
 
@@ -71,6 +78,10 @@ def build_policy(read: CheckpointPolicy) -> Any:
             mlp.load(read.weights, 0)
             return ActorCriticRuntime(obs_space, action_space, config, mlp)
         if "policy/output/kernel" in names and any(name.startswith("q/") for name in names):
+            if isinstance(action_space, Discrete):  # discrete SAC: the actor's outputs are logits
+                actor = NumpyTanhActor(len(model.hidden_sizes), model.activation, False)
+                actor.load(read.weights, 0)
+                return CategoricalActorRuntime(obs_space, action_space, config, actor)
             return TanhActorRuntime(obs_space, action_space, config, _tanh_actor(read))
         if any(name.startswith("q/") for name in names):
             return QRuntime(obs_space, action_space, config, _q_network(read, conv), _timestep(read))

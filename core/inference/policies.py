@@ -21,7 +21,7 @@ from rlgear.blocks.q_inference import NumpyQNetwork
 from rlgear.blocks.schedules import piecewise_linear
 from rlgear.blocks.squashed_inference import NumpyTanhActor
 from rlgear.errors import UnsupportedError
-from rlgear.policy import epsilon_greedy_actions, flatten_observations
+from rlgear.policy import categorical_sample, epsilon_greedy_actions, flatten_observations
 from rlgear.spaces import Space
 from rlgear.timestep import TimeStep
 
@@ -153,3 +153,22 @@ class TanhActorRuntime(RuntimePolicy):
             )
         squashed = self.net.act(self.flat(timestep.observation), explore)
         return (self.low + (squashed + 1.0) * self.half_range).astype(np.float32, copy=False), state, {}
+
+
+class CategoricalActorRuntime(RuntimePolicy):
+    """Discrete SAC's actor: the argmax of its logits (greedy), or a draw from their softmax (exploring),
+    as its backends' policies act."""
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any, net: NumpyTanhActor):
+        super().__init__(observation_space, action_space, config)
+        self.net = net
+
+    def actor_outputs(self, observations: Any) -> np.ndarray:
+        """The actor's logits."""
+        return self.net.forward(self.flat(observations))
+
+    def compute_actions(self, timestep: TimeStep, state: Any = None, explore: bool = True) -> Step:
+        logits = self.actor_outputs(timestep.observation)
+        if explore:
+            return categorical_sample(logits, self.rng), state, {}
+        return np.argmax(logits, axis=-1).astype(np.int64), state, {}

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from rlgear.config import TrainingConfig
 from rlgear.config.schema import doc
+from rlgear.plugins.families.gsde import GSDEConfig
 from rlgear.plugins.families.onpolicy import SGDSchedule
 
 
 @dataclass
-class PPOConfig(TrainingConfig):
+class PPOConfig(GSDEConfig, TrainingConfig):
     lr: float = doc("Learning rate (Adam).", 3e-4)
     train_batch_size: int = doc("Env steps per training step (all envs together).", 2048)
     sgd_minibatch_size: int = doc("Rows per SGD minibatch.", 64)
@@ -33,6 +34,7 @@ class PPOConfig(TrainingConfig):
         return SGDSchedule(num_epochs=self.num_sgd_iter, minibatch_size=self.sgd_minibatch_size)
 
     def check(self, fail) -> None:
+        self.check_sde(fail)
         if not 0 <= self.gae_lambda <= 1:
             raise fail("training.gae_lambda", f"expected a number in [0, 1], got {self.gae_lambda}")
         if self.clip_param <= 0:

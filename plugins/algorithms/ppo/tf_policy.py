@@ -7,16 +7,21 @@ from typing import Any
 import numpy as np
 
 from rlgear.blocks.schedules import piecewise_linear
+from rlgear.plugins.algorithms.ppo.gsde_tf import SDEActingTF
 from rlgear.plugins.backends.tf import TFPolicy, clipped_surrogate, masked_mean, normalize_advantages, tf
 from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
 
-class PPOTFPolicy(MinibatchSGD, TFPolicy):
+class PPOTFPolicy(SDEActingTF, MinibatchSGD, TFPolicy):
+    """PPO's clipped surrogate; ``training.use_sde`` explores with gSDE (:class:`SDEActingTF`)."""
+
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, SB.VF_PREDS)
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        if config.training.use_sde:
+            self.sde_setup(observation_space, action_space, config)
         # The clip range follows a schedule: a variable, so the compiled loss never retraces.
         self._clip = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="clip_param")
         super().__init__(observation_space, action_space, config)

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from rlgear.blocks.schedules import piecewise_linear
+from rlgear.plugins.algorithms.ppo.gsde_torch import SDEActing
 from rlgear.plugins.backends.torch import TorchPolicy, clipped_surrogate, masked_mean, normalize_advantages
 from rlgear.plugins.families.onpolicy import MinibatchSGD
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.spaces import Space
 
 
-class PPOTorchPolicy(MinibatchSGD, TorchPolicy):
+class PPOTorchPolicy(SDEActing, MinibatchSGD, TorchPolicy):
+    """PPO's clipped surrogate; ``training.use_sde`` explores with gSDE (:class:`SDEActing`)."""
+
     loss_columns = (SB.OBS, SB.ACTIONS, SB.ACTION_LOGP, SB.ADVANTAGES, SB.VALUE_TARGETS, SB.VF_PREDS)
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        if config.training.use_sde:
+            self.sde_setup(observation_space, action_space, config)
+        super().__init__(observation_space, action_space, config)
 
     def clip_param(self) -> float:
         training = self.config.training

@@ -10,22 +10,23 @@ from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.sac.config import SACConfig
 from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
-# Keys the policy reads once, when it builds log_alpha and its optimizer: reset_config can't apply them.
-_BUILT_ONCE = ("tune_alpha", "initial_alpha")
+# Keys the policy reads once, when it builds log_alpha and its optimizer (and gSDE's policy class and
+# log_std's shape): reset_config can't apply them.
+_BUILT_ONCE = ("tune_alpha", "initial_alpha", "use_sde", "full_std")
 
 
 class SAC(ReplayTrainer):
     name = "sac"
     description = (
         "Soft actor-critic: squashed Gaussian actor, twin critics, automatic entropy tuning; "
-        "continuous (Box) actions"
+        "continuous (Box) actions, and Discrete ones with a categorical actor (Christodoulou 2019)"
     )
     config_class = SACConfig
     policies = {
         "torch": "rlgear.plugins.algorithms.sac.torch_policy:SACTorchPolicy",
         "tf": "rlgear.plugins.algorithms.sac.tf_policy:SACTFPolicy",
     }
-    action_spaces = frozenset({"continuous"})
+    action_spaces = frozenset({"continuous", "discrete"})
 
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
         """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha`` or ``initial_alpha``

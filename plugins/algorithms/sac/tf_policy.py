@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rlgear.blocks.replay_buffers import NEXT_OBS
 from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN
 from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.plugins.backends.tf import OffPolicyTFPolicy, tf
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.spaces import Discrete
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -24,6 +26,28 @@ class SACTFPolicy(TargetNetworkState, OffPolicyTFPolicy):
     num_critics = 2
     target_parts = ("critic",)
     gaussian_actor = True
+    #: whether the class acts and learns with gSDE's noise (``training.use_sde``)
+    builds_sde = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SACTFPolicy:
+        """A Discrete action space builds discrete SAC's policy (``discrete_tf_policy``), ``use_sde`` the
+        gSDE one (``sde_tf_policy``), as on torch."""
+        action_space = args[1] if len(args) > 1 else kwargs.get("action_space")
+        config = args[2] if len(args) > 2 else kwargs.get("config")
+        use_sde = bool(getattr(getattr(config, "training", None), "use_sde", False))
+        if cls is SACTFPolicy and isinstance(action_space, Discrete):
+            if use_sde:
+                raise TypeError("training.use_sde: gSDE needs Box actions, got a Discrete action space")
+            from rlgear.plugins.algorithms.sac.discrete_tf_policy import DiscreteSACTFPolicy
+
+            cls = DiscreteSACTFPolicy
+        elif use_sde and cls is SACTFPolicy:
+            from rlgear.plugins.algorithms.sac.sde_tf_policy import SDESACTFPolicy
+
+            cls = SDESACTFPolicy
+        elif use_sde and not cls.builds_sde:
+            raise TypeError(f"training.use_sde: gSDE is built for sac's own policy, not {cls.__name__}")
+        return super().__new__(cls)
 
     def initial_log_alpha(self) -> float:
         return math.log(self.config.training.initial_alpha)

@@ -25,7 +25,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
-from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN, NumpyTanhActor
+from rlgear.blocks.squashed_inference import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    NumpyTanhActor,
+    action_bounds,
+    box_action_count,
+)
 from rlgear.export.signature import explore_refused
 from rlgear.plugins.backends.tf.compiled import _columns_key, _spec
 from rlgear.plugins.backends.tf.export_heads import SquashedActorHead
@@ -35,7 +41,7 @@ from rlgear.plugins.backends.tf.policy import TFPolicy
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Box, Space, flat_dim
+from rlgear.spaces import Space, flat_dim
 from rlgear.timestep import TimeStep
 
 
@@ -63,11 +69,7 @@ class OffPolicyTFPolicy(TFPolicy):
     gaussian_actor: ClassVar[bool] = False
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
-        if not isinstance(action_space, Box) or not action_space.bounded or len(action_space.shape) != 1:
-            raise TypeError(
-                f"{type(self).__name__} needs a bounded one-dimensional Box action space, got {action_space!r}"
-            )
-        self.num_actions = action_space.size
+        self.num_actions = self.action_count(action_space)
         self.target_model = None
         super().__init__(observation_space, action_space, config)
         learned = [var for var in self.variables if var.trainable]
@@ -79,8 +81,7 @@ class OffPolicyTFPolicy(TFPolicy):
                 training.optimizer_kwargs, getattr(config, "fail", None),
             )  # fmt: skip
             self._compile()
-        low = action_space.low.astype(np.float32)
-        high = action_space.high.astype(np.float32)
+        low, high = action_bounds(action_space)
         self.action_low, self.action_half_range = low, (high - low) / 2
         # Target copies of target_parts: a second model built alike, then set to the online weights.
         self.target_model = self.make_model()
@@ -103,6 +104,11 @@ class OffPolicyTFPolicy(TFPolicy):
         self.td_errors = np.zeros(0, dtype=np.float32)
 
     # --- the networks -----------------------------------------------------------------------
+    def action_count(self, action_space: Space) -> int:
+        """The actor's action width; raises for a space the policy cannot act in (here: anything but a
+        bounded one-dimensional Box; discrete SAC's policy overrides it for Discrete)."""
+        return box_action_count(type(self).__name__, action_space)
+
     def actor_outputs(self) -> int:
         """Width of the actor's output layer: 2 x actions (means, log stds) when Gaussian, else actions."""
         return 2 * self.num_actions if self.gaussian_actor else self.num_actions

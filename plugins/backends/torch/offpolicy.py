@@ -33,7 +33,13 @@ import torch
 from torch import nn
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
-from rlgear.blocks.squashed_inference import LOG_STD_MAX, LOG_STD_MIN, NumpyTanhActor
+from rlgear.blocks.squashed_inference import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    NumpyTanhActor,
+    action_bounds,
+    box_action_count,
+)
 from rlgear.export.signature import explore_refused
 from rlgear.plugins.backends.torch.export_heads import SquashedActorHead
 from rlgear.plugins.backends.torch.learning import clip_gradients
@@ -41,7 +47,7 @@ from rlgear.plugins.backends.torch.models import ACTIVATIONS
 from rlgear.plugins.backends.torch.policy import TorchPolicy
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch
-from rlgear.spaces import Box, Space, flat_dim
+from rlgear.spaces import Space, flat_dim
 from rlgear.timestep import TimeStep
 
 
@@ -164,14 +170,9 @@ class OffPolicyTorchPolicy(TorchPolicy):
     gaussian_actor: ClassVar[bool] = False
 
     def __init__(self, observation_space: Space, action_space: Space, config: Any):
-        if not isinstance(action_space, Box) or not action_space.bounded or len(action_space.shape) != 1:
-            raise TypeError(
-                f"{type(self).__name__} needs a bounded one-dimensional Box action space, got {action_space!r}"
-            )
-        self.num_actions = action_space.size
+        self.num_actions = self.action_count(action_space)
         super().__init__(observation_space, action_space, config)
-        low = action_space.low.astype(np.float32)
-        high = action_space.high.astype(np.float32)
+        low, high = action_bounds(action_space)
         self.action_low, self.action_half_range = low, (high - low) / 2
         self._low_t = torch.from_numpy(low)
         self._half_range_t = torch.from_numpy(self.action_half_range.copy())
@@ -196,6 +197,11 @@ class OffPolicyTorchPolicy(TorchPolicy):
         self.td_errors = np.zeros(0, dtype=np.float32)
 
     # --- the networks -----------------------------------------------------------------------
+    def action_count(self, action_space: Space) -> int:
+        """The actor's action width; raises for a space the policy cannot act in (here: anything but a
+        bounded one-dimensional Box; discrete SAC's policy overrides it for Discrete)."""
+        return box_action_count(type(self).__name__, action_space)
+
     def actor_outputs(self) -> int:
         """Width of the actor's output layer: 2 x actions (means, log stds) when Gaussian, else actions."""
         return 2 * self.num_actions if self.gaussian_actor else self.num_actions
