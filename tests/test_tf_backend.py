@@ -438,6 +438,7 @@ BUILTIN_ALGORITHMS = [
     "ppo",
     "sac",
     "td3",
+    "tqc",
 ]
 #: Torch only (none today: every builtin has a tf policy).
 TORCH_ONLY: set[str] = set()
