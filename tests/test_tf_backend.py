@@ -427,6 +427,7 @@ BUILTIN_ALGORITHMS = [
     "ars",
     "bc",
     "cql",
+    "crossq",
     "ddpg",
     "discrete_cql",
     "dqn",

@@ -408,6 +408,8 @@ class OffPolicyTorchPolicy(TorchPolicy):
     def update_target(self, tau: float = 1.0) -> None:
         """``target <- tau * online + (1 - tau) * target`` for :attr:`target_parts`; ``tau=1`` copies."""
         targets, online = self._target_pairs
+        if not targets:  # no target copies (CrossQ): torch's _foreach ops refuse empty lists
+            return
         with torch.no_grad():
             if tau >= 1.0:
                 torch._foreach_copy_(targets, online)
