@@ -427,6 +427,7 @@ BUILTIN_ALGORITHMS = [
     "ars",
     "bc",
     "cql",
+    "crossq",
     "ddpg",
     "discrete_cql",
     "dqn",
@@ -440,6 +441,7 @@ BUILTIN_ALGORITHMS = [
     "qrdqn",
     "sac",
     "td3",
+    "tqc",
     "trpo",
 ]
 #: Torch only (none today: every builtin has a tf policy).

@@ -113,6 +113,10 @@ class OffPolicyTFPolicy(TFPolicy):
         """Width of the actor's output layer: 2 x actions (means, log stds) when Gaussian, else actions."""
         return 2 * self.num_actions if self.gaussian_actor else self.num_actions
 
+    def critic_outputs(self) -> int:
+        """Width of each critic's output layer: 1 (a Q-value); TQC's critics output quantiles."""
+        return 1
+
     def initial_log_alpha(self) -> float | None:
         """The log temperature's initial value, or None for a policy without one (TD3, DDPG)."""
         return None
@@ -131,7 +135,9 @@ class OffPolicyTFPolicy(TFPolicy):
         sizes = list(model_config.hidden_sizes)
         rng, activation = self.init_rng, model_config.activation
         actor = ActorMLP(obs_dim, sizes, self.actor_outputs(), activation, rng)
-        critic = StackedMLP(self.num_critics, obs_dim + self.num_actions, sizes, 1, activation, rng)
+        critic = StackedMLP(
+            self.num_critics, obs_dim + self.num_actions, sizes, self.critic_outputs(), activation, rng
+        )
         return ActorCritics(actor, critic, self.initial_log_alpha(), self.learns_alpha())
 
     def _make_fast_actor(self) -> None:

@@ -206,6 +206,10 @@ class OffPolicyTorchPolicy(TorchPolicy):
         """Width of the actor's output layer: 2 x actions (means, log stds) when Gaussian, else actions."""
         return 2 * self.num_actions if self.gaussian_actor else self.num_actions
 
+    def critic_outputs(self) -> int:
+        """Width of each critic's output layer: 1 (a Q-value); TQC's critics output quantiles."""
+        return 1
+
     def initial_log_alpha(self) -> float | None:
         """The log temperature's initial value, or None for a policy without one (TD3, DDPG)."""
         return None
@@ -219,7 +223,13 @@ class OffPolicyTorchPolicy(TorchPolicy):
         obs_dim = flat_dim(self.observation_space)
         sizes = list(model_config.hidden_sizes)
         actor = actor_mlp(obs_dim, sizes, self.actor_outputs(), model_config.activation)
-        critic = StackedMLP(self.num_critics, obs_dim + self.num_actions, sizes, 1, model_config.activation)
+        critic = StackedMLP(
+            self.num_critics,
+            obs_dim + self.num_actions,
+            sizes,
+            self.critic_outputs(),
+            model_config.activation,
+        )
         return ActorCritics(actor, critic, self.initial_log_alpha())
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor, which: str = "online") -> torch.Tensor:
@@ -404,6 +414,8 @@ class OffPolicyTorchPolicy(TorchPolicy):
     def update_target(self, tau: float = 1.0) -> None:
         """``target <- tau * online + (1 - tau) * target`` for :attr:`target_parts`; ``tau=1`` copies."""
         targets, online = self._target_pairs
+        if not targets:  # no target copies (CrossQ): torch's _foreach ops refuse empty lists
+            return
         with torch.no_grad():
             if tau >= 1.0:
                 torch._foreach_copy_(targets, online)

@@ -1,0 +1,87 @@
+"""TQC on the TensorFlow backend: ``tqc_torch_policy``'s losses, term for term (see there)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
+from rlgear.plugins.algorithms.sac.tf_policy import SACTFPolicy
+from rlgear.plugins.backends.tf import tf
+from rlgear.sample_batch import SampleBatch as SB
+from rlgear.spaces import Space
+
+
+class TQCTFPolicy(SACTFPolicy):
+    """SAC's actor, temperature and target copies; ``n_critics`` critics of ``n_quantiles`` atoms."""
+
+    def __init__(self, observation_space: Space, action_space: Space, config: Any):
+        self.num_critics = int(config.training.n_critics)  # read by make_model()
+        super().__init__(observation_space, action_space, config)
+
+    def critic_outputs(self) -> int:
+        return int(self.config.training.n_quantiles)
+
+    def quantiles(self, obs: tf.Tensor, actions: tf.Tensor, which: str = "online") -> tf.Tensor:
+        """``[K, B, N]`` atoms at ``(obs, actions)``: ``online``, ``frozen`` or ``target``."""
+        inputs = tf.concat([obs, actions], axis=-1)
+        if which == "target":
+            return self.target_model.critic(inputs)
+        params = None
+        if which == "frozen":
+            critic = self.model.critic
+            params = [tf.stop_gradient(v) for v in [*critic.kernels, *critic.biases]]
+        return self.model.critic(inputs, params)
+
+    def quantile_huber_loss(
+        self, atoms: tf.Tensor, targets: tf.Tensor, batch: dict[str, tf.Tensor]
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        n = atoms.shape[-1]
+        tau = (tf.range(n, dtype=atoms.dtype) + 0.5) / n
+        delta = targets[None, :, None, :] - atoms[..., None]  # [K, B, N, M]
+        abs_delta = tf.abs(delta)
+        huber = tf.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * tf.square(delta))
+        weight = tf.where(
+            tf.stop_gradient(delta) < 0, 1.0 - tau[:, None], tau[:, None]
+        )  # |tau - 1[delta < 0]|
+        per_row = tf.reduce_mean(weight * huber, axis=(0, 2, 3))
+        if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
+            per_row = per_row * tf.cast(batch[WEIGHTS], per_row.dtype)
+        row_means = tf.reduce_mean(tf.stop_gradient(atoms), axis=2) - tf.reduce_mean(targets, axis=1)
+        return tf.reduce_mean(per_row), tf.reduce_mean(tf.abs(row_means), axis=0)
+
+    def loss(self, batch: dict[str, tf.Tensor], noise: list[tf.Tensor], update_actor: bool = True):
+        training = self.config.training
+        obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
+        actor_noise, next_noise = noise
+        log_alpha = self.model.log_alpha
+        alpha = tf.stop_gradient(tf.exp(log_alpha))[0]
+        next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
+        next_atoms = self.quantiles(next_obs, next_actions, "target")  # [K, B, N]
+        pooled = tf.reshape(tf.transpose(next_atoms, [1, 0, 2]), [tf.shape(obs)[0], -1])
+        kept = tf.sort(pooled, axis=1)[:, : training.kept_atoms()]
+        # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
+        targets = tf.stop_gradient(
+            tf.cast(batch[SB.REWARDS], tf.float32)[:, None]
+            + tf.cast(batch[SB.DISCOUNTS], tf.float32)[:, None] * (kept - alpha * next_logp[:, None])
+        )
+        atoms = self.quantiles(obs, self.scaled_actions(batch[SB.ACTIONS]))
+        critic_loss, td_errors = self.quantile_huber_loss(atoms, targets, batch)
+
+        actions, logp = self.squashed_sample(obs, actor_noise)
+        q_policy = tf.reduce_mean(self.quantiles(obs, actions, "frozen"), axis=(0, 2))
+        actor_loss = tf.reduce_mean(alpha * logp - q_policy)
+        alpha_loss = -tf.reduce_mean(log_alpha * (tf.stop_gradient(logp) + self.target_entropy))
+        loss = critic_loss + actor_loss
+        if self.learns_alpha():
+            loss = loss + alpha_loss
+        stats = {
+            "critic_loss": critic_loss,
+            "actor_loss": actor_loss,
+            "alpha_loss": alpha_loss,
+            "alpha": alpha,
+            "entropy": -tf.reduce_mean(logp),
+            "mean_q": tf.reduce_mean(atoms),
+            "mean_target_q": tf.reduce_mean(targets),
+            "mean_td_error": tf.reduce_mean(td_errors),
+        }
+        return loss, stats, td_errors
