@@ -29,11 +29,13 @@ class SAC(ReplayTrainer):
     action_spaces = frozenset({"continuous", "discrete"})
 
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
-        """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha`` or ``initial_alpha``
-        change (log alpha and whether the optimizer moves it are fixed when the policy is built)."""
+        """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha``, ``initial_alpha`` or
+        the gSDE keys change (log alpha, whether the optimizer moves it and the gSDE actor are fixed
+        when the policy is built). Subclass configs without gSDE (CrossQ's) compare the keys they have."""
         if isinstance(new_config, Mapping):
             new_config = config_mod.resolve(new_config, training_class=self.config_class)
         old, new = self.config.training, new_config.training
-        if any(getattr(old, key) != getattr(new, key) for key in _BUILT_ONCE):
+        built_once = [key for key in _BUILT_ONCE if hasattr(old, key)]
+        if any(getattr(old, key) != getattr(new, key) for key in built_once):
             return False
         return super().reset_config(new_config)
