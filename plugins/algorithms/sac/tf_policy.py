@@ -75,23 +75,14 @@ class SACTFPolicy(TargetNetworkState, OffPolicyTFPolicy):
         return tf.tanh(pre_tanh), gaussian_logp - log_det
 
     def loss(self, batch: dict[str, tf.Tensor], noise: list[tf.Tensor], update_actor: bool = True):
-        obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
+        obs = batch[SB.OBS]
         actor_noise, next_noise = noise
         log_alpha = self.model.log_alpha
         alpha = tf.stop_gradient(tf.exp(log_alpha))[0]
-        next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
-        next_q = tf.reduce_min(self.q_values(next_obs, next_actions, "target"), axis=0)
-        # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
-        targets = tf.stop_gradient(
-            tf.cast(batch[SB.REWARDS], tf.float32)
-            + tf.cast(batch[SB.DISCOUNTS], tf.float32) * (next_q - alpha * next_logp)
-        )
-        q_taken = self.q_values(obs, self.scaled_actions(batch[SB.ACTIONS]))
-        critic_loss, td_errors = self.critic_loss(q_taken, targets, batch)
+        critic_loss, td_errors, q_taken, targets = self.critic_terms(batch, alpha, next_noise)
 
         actions, logp = self.squashed_sample(obs, actor_noise)
-        q_policy = tf.reduce_min(self.q_values(obs, actions, "frozen"), axis=0)  # no gradient to the critics
-        actor_loss = tf.reduce_mean(alpha * logp - q_policy)
+        actor_loss = tf.reduce_mean(alpha * logp - self.policy_q(obs, actions))
         alpha_loss = -tf.reduce_mean(log_alpha * (tf.stop_gradient(logp) + self.target_entropy))
         loss = critic_loss + actor_loss
         if self.learns_alpha():
@@ -107,3 +98,23 @@ class SACTFPolicy(TargetNetworkState, OffPolicyTFPolicy):
             "mean_td_error": tf.reduce_mean(td_errors),
         }
         return loss, stats, td_errors
+
+    def critic_terms(self, batch: dict[str, tf.Tensor], alpha: tf.Tensor, next_noise: tf.Tensor):
+        """``(critic loss, |TD error| per row, the critics' values at the taken actions, the targets)``:
+        the part of the loss a critic variant (TQC's quantile critics) replaces."""
+        obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
+        next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
+        next_q = tf.reduce_min(self.q_values(next_obs, next_actions, "target"), axis=0)
+        # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
+        targets = tf.stop_gradient(
+            tf.cast(batch[SB.REWARDS], tf.float32)
+            + tf.cast(batch[SB.DISCOUNTS], tf.float32) * (next_q - alpha * next_logp)
+        )
+        q_taken = self.q_values(obs, self.scaled_actions(batch[SB.ACTIONS]))
+        critic_loss, td_errors = self.critic_loss(q_taken, targets, batch)
+        return critic_loss, td_errors, q_taken, targets
+
+    def policy_q(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """The value the actor maximizes at its own actions, with no gradient to the critics:
+        the smaller of the twin critics (TQC: the mean of all atoms)."""
+        return tf.reduce_min(self.q_values(obs, actions, "frozen"), axis=0)

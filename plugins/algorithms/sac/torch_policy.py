@@ -86,25 +86,16 @@ class SACTorchPolicy(TargetNetworkState, OffPolicyTorchPolicy):
     def loss(
         self, batch: dict[str, torch.Tensor], update_actor: bool = True
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-        obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
+        obs = batch[SB.OBS]
         log_alpha = self.model.log_alpha
         alpha = log_alpha.detach().exp()
         noise = self.sample_noise((obs.shape[0], self.num_actions))
         next_noise = self.sample_noise((obs.shape[0], self.num_actions))
         self.last_noise = (noise, next_noise)  # the draws this step used (the loss tests read them)
-        with torch.no_grad():
-            next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
-            next_q = self.q_values(next_obs, next_actions, "target").min(dim=0).values
-            # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
-            targets = batch[SB.REWARDS].to(next_q.dtype) + batch[SB.DISCOUNTS].to(next_q.dtype) * (
-                next_q - alpha * next_logp
-            )
-        q_taken = self.q_values(obs, self.scaled_actions(batch[SB.ACTIONS]))
-        critic_loss, td_errors = self.critic_loss(q_taken, targets, batch)
+        critic_loss, td_errors, q_taken, targets = self.critic_terms(batch, alpha, next_noise)
 
         actions, logp = self.squashed_sample(obs, noise)
-        q_policy = self.q_values(obs, actions, "frozen").min(dim=0).values  # no gradient to the critics
-        actor_loss = (alpha * logp - q_policy).mean()
+        actor_loss = (alpha * logp - self.policy_q(obs, actions)).mean()
         alpha_loss = -(log_alpha * (logp.detach() + self.target_entropy)).mean()
         loss = critic_loss + actor_loss + (alpha_loss if log_alpha.requires_grad else 0.0)
         stats = {
@@ -118,3 +109,25 @@ class SACTorchPolicy(TargetNetworkState, OffPolicyTorchPolicy):
             "mean_td_error": td_errors.mean(),
         }
         return loss, stats, td_errors
+
+    def critic_terms(
+        self, batch: dict[str, torch.Tensor], alpha: torch.Tensor, next_noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(critic loss, |TD error| per row, the critics' values at the taken actions, the targets)``:
+        the part of the loss a critic variant (TQC's quantile critics) replaces."""
+        obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
+        with torch.no_grad():
+            next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
+            next_q = self.q_values(next_obs, next_actions, "target").min(dim=0).values
+            # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
+            targets = batch[SB.REWARDS].to(next_q.dtype) + batch[SB.DISCOUNTS].to(next_q.dtype) * (
+                next_q - alpha * next_logp
+            )
+        q_taken = self.q_values(obs, self.scaled_actions(batch[SB.ACTIONS]))
+        critic_loss, td_errors = self.critic_loss(q_taken, targets, batch)
+        return critic_loss, td_errors, q_taken, targets
+
+    def policy_q(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The value the actor maximizes at its own actions, with no gradient to the critics:
+        the smaller of the twin critics (TQC: the mean of all atoms)."""
+        return self.q_values(obs, actions, "frozen").min(dim=0).values

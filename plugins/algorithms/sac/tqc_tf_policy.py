@@ -49,16 +49,13 @@ class TQCTFPolicy(SACTFPolicy):
         row_means = tf.reduce_mean(tf.stop_gradient(atoms), axis=2) - tf.reduce_mean(targets, axis=1)
         return tf.reduce_mean(per_row), tf.reduce_mean(tf.abs(row_means), axis=0)
 
-    def loss(self, batch: dict[str, tf.Tensor], noise: list[tf.Tensor], update_actor: bool = True):
-        training = self.config.training
+    def critic_terms(self, batch: dict[str, tf.Tensor], alpha: tf.Tensor, next_noise: tf.Tensor):
+        """The quantile critics' loss against the truncated target (the torch twin's docstring)."""
         obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
-        actor_noise, next_noise = noise
-        log_alpha = self.model.log_alpha
-        alpha = tf.stop_gradient(tf.exp(log_alpha))[0]
         next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
         next_atoms = self.quantiles(next_obs, next_actions, "target")  # [K, B, N]
         pooled = tf.reshape(tf.transpose(next_atoms, [1, 0, 2]), [tf.shape(obs)[0], -1])
-        kept = tf.sort(pooled, axis=1)[:, : training.kept_atoms()]
+        kept = tf.sort(pooled, axis=1)[:, : self.config.training.kept_atoms()]
         # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
         targets = tf.stop_gradient(
             tf.cast(batch[SB.REWARDS], tf.float32)[:, None]
@@ -66,22 +63,9 @@ class TQCTFPolicy(SACTFPolicy):
         )
         atoms = self.quantiles(obs, self.scaled_actions(batch[SB.ACTIONS]))
         critic_loss, td_errors = self.quantile_huber_loss(atoms, targets, batch)
+        return critic_loss, td_errors, atoms, targets
 
-        actions, logp = self.squashed_sample(obs, actor_noise)
-        q_policy = tf.reduce_mean(self.quantiles(obs, actions, "frozen"), axis=(0, 2))
-        actor_loss = tf.reduce_mean(alpha * logp - q_policy)
-        alpha_loss = -tf.reduce_mean(log_alpha * (tf.stop_gradient(logp) + self.target_entropy))
-        loss = critic_loss + actor_loss
-        if self.learns_alpha():
-            loss = loss + alpha_loss
-        stats = {
-            "critic_loss": critic_loss,
-            "actor_loss": actor_loss,
-            "alpha_loss": alpha_loss,
-            "alpha": alpha,
-            "entropy": -tf.reduce_mean(logp),
-            "mean_q": tf.reduce_mean(atoms),
-            "mean_target_q": tf.reduce_mean(targets),
-            "mean_td_error": tf.reduce_mean(td_errors),
-        }
-        return loss, stats, td_errors
+    def policy_q(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_mean(
+            self.quantiles(obs, actions, "frozen"), axis=(0, 2)
+        )  # no gradient to the critics

@@ -67,41 +67,23 @@ class TQCTorchPolicy(SACTorchPolicy):
         td = (atoms.detach().mean(dim=2) - targets.mean(dim=1)).abs().mean(dim=0)
         return per_row.mean(), td
 
-    def loss(
-        self, batch: dict[str, torch.Tensor], update_actor: bool = True
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-        training = self.config.training
+    def critic_terms(
+        self, batch: dict[str, torch.Tensor], alpha: torch.Tensor, next_noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The quantile critics' loss against the truncated target (the module docstring)."""
         obs, next_obs = batch[SB.OBS], batch[NEXT_OBS]
         rows = obs.shape[0]
-        log_alpha = self.model.log_alpha
-        alpha = log_alpha.detach().exp()
-        noise = self.sample_noise((rows, self.num_actions))
-        next_noise = self.sample_noise((rows, self.num_actions))
-        self.last_noise = (noise, next_noise)  # the draws this step used (the loss tests read them)
         with torch.no_grad():
             next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
             pooled = self.quantiles(next_obs, next_actions, "target").permute(1, 0, 2).reshape(rows, -1)
-            kept = pooled.sort(dim=1).values[:, : training.kept_atoms()]
+            kept = pooled.sort(dim=1).values[:, : self.config.training.kept_atoms()]
             # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
             targets = batch[SB.REWARDS].to(kept.dtype)[:, None] + batch[SB.DISCOUNTS].to(kept.dtype)[
                 :, None
             ] * (kept - alpha * next_logp[:, None])
         atoms = self.quantiles(obs, self.scaled_actions(batch[SB.ACTIONS]))
         critic_loss, td_errors = self.quantile_huber_loss(atoms, targets, batch)
+        return critic_loss, td_errors, atoms, targets
 
-        actions, logp = self.squashed_sample(obs, noise)
-        q_policy = self.quantiles(obs, actions, "frozen").mean(dim=(0, 2))  # no gradient to the critics
-        actor_loss = (alpha * logp - q_policy).mean()
-        alpha_loss = -(log_alpha * (logp.detach() + self.target_entropy)).mean()
-        loss = critic_loss + actor_loss + (alpha_loss if log_alpha.requires_grad else 0.0)
-        stats = {
-            "critic_loss": critic_loss.detach(),
-            "actor_loss": actor_loss.detach(),
-            "alpha_loss": alpha_loss.detach(),
-            "alpha": alpha,
-            "entropy": -logp.detach().mean(),
-            "mean_q": atoms.detach().mean(),
-            "mean_target_q": targets.mean(),
-            "mean_td_error": td_errors.mean(),
-        }
-        return loss, stats, td_errors
+    def policy_q(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.quantiles(obs, actions, "frozen").mean(dim=(0, 2))  # no gradient to the critics
