@@ -116,12 +116,17 @@ def run_rlgear(task: Task, seed: int, budget: int, eval_every: int, episodes: in
         trainer.stop()
 
 
-def _sb3_kwargs(task: Task) -> dict[str, Any]:
+def _sb3_kwargs(task: Task, budget: int) -> dict[str, Any]:
+    """The zoo's entry as SB3 keyword arguments; ``{"linear": X}`` becomes SB3's schedule falling from X
+    to 0 over the run, ``{"linear": X, "over": N}`` one falling to 0 over N env steps (the zoo's
+    ``n_timesteps`` where the suite's budget is shorter), of which the run sees the first ``budget``."""
     kwargs = dict(task.sb3.get("kwargs", {}))
     for key, value in list(kwargs.items()):
         if isinstance(value, dict) and "linear" in value:
-            start = value["linear"]
-            kwargs[key] = lambda progress_remaining, start=start: progress_remaining * start
+            start, fraction = value["linear"], budget / value.get("over", budget)
+            kwargs[key] = lambda remaining, start=start, fraction=fraction: (
+                start * max(0.0, 1.0 - (1.0 - remaining) * fraction)
+            )
     return kwargs
 
 
@@ -154,7 +159,7 @@ def run_sb3(task: Task, seed: int, budget: int, eval_every: int, episodes: int, 
     if normalize:
         env = VecNormalize(env, gamma=task.sb3.get("kwargs", {}).get("gamma", 0.99))
     algorithm = sb3_algorithm(task.algorithm)
-    model = algorithm("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **_sb3_kwargs(task))
+    model = algorithm("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **_sb3_kwargs(task, budget))
 
     def act(obs: np.ndarray) -> Any:
         if normalize:

@@ -12,6 +12,14 @@ Budgets are the zoo's ``n_timesteps`` except where stated: PPO LunarLander
 500k (zoo 1M), PPO Acrobot 200k (zoo 1M), A2C Acrobot 200k (zoo 500k), A2C
 CartPole 200k (zoo 500k): both libraries solve those tasks well within the
 shorter budgets, and the suite has to fit in an afternoon on 2 cores.
+
+sb3-contrib's algorithms (issue 35) run against sb3-contrib with the zoo's
+``hyperparams/{trpo,qrdqn,tqc,crossq}.yml``; budgets are the zoo's except
+TQC LunarLanderContinuous 100k (zoo 500k; its learning-rate schedule still
+falls over the zoo's 500k, in both libraries) and CrossQ
+LunarLanderContinuous 100k (zoo 200k): one gradient step per env step on
+400x300 (TQC) and 1024x1024 (CrossQ) critics costs tens of minutes per run
+on one core, and the table compares the libraries at the same budget.
 """
 
 from __future__ import annotations
@@ -39,9 +47,10 @@ class Task:
         return max(1, budget // self.evaluations)
 
 
-def lin(value: float) -> dict[str, Any]:
-    """The zoo's ``lin_X``: a linear schedule from X to 0 over the run."""
-    return {"linear": value}
+def lin(value: float, over: int | None = None) -> dict[str, Any]:
+    """The zoo's ``lin_X``: a linear schedule from X to 0 over the run (or over ``over`` env steps, the
+    zoo's ``n_timesteps``, where the suite's budget is shorter)."""
+    return {"linear": value} if over is None else {"linear": value, "over": over}
 
 
 TASKS: list[Task] = [
@@ -104,6 +113,66 @@ TASKS: list[Task] = [
         {"n_envs": 4, "kwargs": {"n_steps": 1024, "gae_lambda": 0.95, "gamma": 0.9, "n_epochs": 10,
                                  "ent_coef": 0.0, "learning_rate": 1e-3, "clip_range": 0.2, "use_sde": True,
                                  "sde_sample_freq": 4}},
+    ),
+    # --- sb3-contrib's algorithms (issue 35): TRPO and QR-DQN on the discrete tasks ------------------
+    Task(
+        "CartPole-v1", "trpo", 100_000, 20_000, 475, "trpo-cartpole.yaml",
+        {"n_envs": 2, "kwargs": {"n_steps": 512, "batch_size": 512, "cg_damping": 0.001, "gae_lambda": 0.98,
+                                 "gamma": 0.99, "learning_rate": 0.001, "n_critic_updates": 20}},
+    ),
+    Task(
+        "Acrobot-v1", "trpo", 100_000, 20_000, -100, "trpo-acrobot.yaml",
+        {"n_envs": 2, "normalize": True, "kwargs": {"n_steps": 1024}},
+    ),
+    Task(
+        "LunarLander-v3", "trpo", 200_000, 20_000, 200, "trpo-lunarlander.yaml",
+        {"n_envs": 2, "kwargs": {"n_steps": 512, "cg_damping": 0.01, "gae_lambda": 0.98, "gamma": 0.99,
+                                 "learning_rate": 0.001, "n_critic_updates": 15}},
+    ),
+    Task(
+        "CartPole-v1", "qrdqn", 50_000, 10_000, 475, "qrdqn-cartpole.yaml",
+        {"n_envs": 1, "kwargs": {"learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000,
+                                 "learning_starts": 1000, "gamma": 0.99, "target_update_interval": 10,
+                                 "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16,
+                                 "exploration_final_eps": 0.04,
+                                 "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 10}}},
+    ),
+    Task(
+        "Acrobot-v1", "qrdqn", 100_000, 10_000, -100, "qrdqn-acrobot.yaml",
+        {"n_envs": 1, "kwargs": {"learning_rate": 6.3e-4, "batch_size": 128, "buffer_size": 50_000,
+                                 "learning_starts": 0, "gamma": 0.99, "target_update_interval": 250,
+                                 "train_freq": 4, "gradient_steps": -1, "exploration_fraction": 0.12,
+                                 "exploration_final_eps": 0.1,
+                                 "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 25}}},
+    ),
+    Task(
+        "LunarLander-v3", "qrdqn", 100_000, 10_000, 200, "qrdqn-lunarlander.yaml",
+        {"n_envs": 1, "kwargs": {"learning_rate": lin(1.5e-3), "batch_size": 128, "buffer_size": 100_000,
+                                 "learning_starts": 10_000, "gamma": 0.995, "target_update_interval": 1,
+                                 "train_freq": 256, "gradient_steps": -1, "exploration_fraction": 0.24,
+                                 "exploration_final_eps": 0.18,
+                                 "policy_kwargs": {"net_arch": [256, 256], "n_quantiles": 170}}},
+    ),
+    # --- sb3-contrib's algorithms (issue 35): TQC and CrossQ on the continuous tasks ----------------
+    Task(
+        "Pendulum-v1", "tqc", 20_000, 5_000, -200, "tqc-pendulum.yaml",
+        {"n_envs": 1, "kwargs": {"learning_rate": 1e-3, "use_sde": True, "gradient_steps": 64, "train_freq": 64,
+                                 "policy_kwargs": {"log_std_init": -2, "net_arch": [64, 64]}}},
+    ),
+    Task(
+        "Pendulum-v1", "crossq", 20_000, 5_000, -200, "crossq-pendulum.yaml",
+        {"n_envs": 1, "kwargs": {"policy_delay": 2, "policy_kwargs": {"net_arch": [256, 256]}}},
+    ),
+    Task(
+        "LunarLanderContinuous-v3", "tqc", 100_000, 15_000, 200, "tqc-lunarlander-continuous.yaml",
+        {"n_envs": 1, "kwargs": {"learning_rate": lin(7.3e-4, 500_000), "buffer_size": 1_000_000, "batch_size": 256,
+                                 "ent_coef": "auto", "gamma": 0.99, "tau": 0.01, "train_freq": 1,
+                                 "gradient_steps": 1, "learning_starts": 10_000,
+                                 "policy_kwargs": {"net_arch": [400, 300]}}},
+    ),
+    Task(
+        "LunarLanderContinuous-v3", "crossq", 100_000, 15_000, 200, "crossq-lunarlander-continuous.yaml",
+        {"n_envs": 1, "kwargs": {"buffer_size": 1_000_000, "learning_starts": 10_000}},
     ),
 ]  # fmt: skip
 
