@@ -1,0 +1,49 @@
+"""The benchmark suite's task table (bench/suite_tasks.py) matches the configs it runs.
+
+Each task trains rlgear from a file in ``configs/``; a task whose file names another algorithm or env,
+or a file that no longer validates, would make the suite compare the wrong things for hours before
+anyone noticed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlgear.config.loading import load
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from suite_tasks import TASKS, lin  # noqa: E402
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
+def test_each_suite_task_runs_a_config_of_its_algorithm_and_env(task):
+    config = load(ROOT / "configs" / task.rlgear_config)
+    assert config.algorithm == task.algorithm
+    assert config.env.name == task.env
+    assert 0 < task.quick_budget <= task.budget
+
+
+def test_task_names_are_unique():
+    names = [task.name for task in TASKS]
+    assert len(names) == len(set(names))
+
+
+def test_a_schedule_over_the_zoos_budget_falls_over_that_budget():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from _suite_child import _sb3_kwargs
+    from suite_tasks import Task
+
+    task = Task(
+        "Pendulum-v1", "tqc", 100, 10, 0.0, "tqc-pendulum.yaml", {"kwargs": {"learning_rate": lin(1.0, 500)}}
+    )
+    schedule = _sb3_kwargs(task, budget=100)["learning_rate"]
+    assert schedule(1.0) == pytest.approx(1.0)  # SB3's progress_remaining: 1 at the start
+    assert schedule(0.0) == pytest.approx(0.8)  # 100 of the 500 steps the rate falls over
+    plain = _sb3_kwargs(
+        Task("Pendulum-v1", "tqc", 100, 10, 0.0, "x", {"kwargs": {"lr": lin(2.0)}}), budget=100
+    )
+    assert plain["lr"](0.5) == pytest.approx(1.0)
