@@ -34,6 +34,28 @@ def _to_time_major(arrays: list[np.ndarray], time_major: bool) -> list[np.ndarra
     return [np.swapaxes(a, 0, 1) if a.ndim > 1 else a for a in arrays]
 
 
+def _time_major_inputs(
+    rewards: np.ndarray, values: np.ndarray, step_types: np.ndarray, discounts: np.ndarray, time_major: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.dtype]:
+    """The recursions' common start: checked shapes, time-major arrays, the LAST mask and the float
+    dtype of the result (at least float32, float64 when the inputs are)."""
+    _check_shapes(rewards, values, step_types, discounts, time_major)
+    rewards, values, step_types, discounts = _to_time_major(
+        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    )
+    return (
+        rewards,
+        values,
+        step_types == StepType.LAST,
+        discounts,
+        np.result_type(rewards.dtype, values.dtype, np.float32),
+    )
+
+
+def _from_time_major(out: np.ndarray, time_major: bool) -> np.ndarray:
+    return out if time_major or out.ndim < 2 else np.swapaxes(out, 0, 1)
+
+
 def _check_shapes(rewards, values, step_types, discounts, time_major: bool) -> None:
     shape = np.shape(rewards)
     for name, arr in (("values", values), ("step_types", step_types), ("discounts", discounts)):
@@ -62,19 +84,16 @@ def discounted_return(
     Returns:
         ``[T-1, ...]`` (``[B, T-1]`` when ``time_major=False``).
     """
-    _check_shapes(rewards, values, step_types, discounts, time_major)
-    rewards, values, step_types, discounts = _to_time_major(
-        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    rewards, values, is_last, discounts, dtype = _time_major_inputs(
+        rewards, values, step_types, discounts, time_major
     )
-    is_last = step_types == StepType.LAST
-    dtype = np.result_type(rewards.dtype, values.dtype, np.float32)
     returns = np.empty(values.shape, dtype=dtype)
     returns[-1] = values[-1]
     for t in range(values.shape[0] - 2, -1, -1):
         accumulated = rewards[t + 1] + discounts[t + 1] * returns[t + 1]
         returns[t] = np.where(is_last[t], values[t], accumulated)
     returns = returns[:-1]
-    return returns if time_major else np.swapaxes(returns, 0, 1) if returns.ndim > 1 else returns
+    return _from_time_major(returns, time_major)
 
 
 def generalized_advantage_estimation(
@@ -92,19 +111,16 @@ def generalized_advantage_estimation(
     at LAST steps (which also stops the recursion at episode boundaries).
     ``td_lambda=1`` gives ``discounted_return - values``.
     """
-    _check_shapes(rewards, values, step_types, discounts, time_major)
-    rewards, values, step_types, discounts = _to_time_major(
-        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    rewards, values, is_last, discounts, dtype = _time_major_inputs(
+        rewards, values, step_types, discounts, time_major
     )
-    is_last = step_types == StepType.LAST
-    dtype = np.result_type(rewards.dtype, values.dtype, np.float32)
     deltas = rewards[1:] + discounts[1:] * values[1:] - values[:-1]
     weights = discounts[1:] * td_lambda
     advantages = np.zeros(values.shape, dtype=dtype)
     for t in range(values.shape[0] - 2, -1, -1):
         advantages[t] = np.where(is_last[t], 0.0, deltas[t] + weights[t] * advantages[t + 1])
     advantages = advantages[:-1]
-    return advantages if time_major else np.swapaxes(advantages, 0, 1) if advantages.ndim > 1 else advantages
+    return _from_time_major(advantages, time_major)
 
 
 def lambda_return(
@@ -130,19 +146,16 @@ def lambda_return(
     Returns:
         ``[T-1, ...]`` (``[B, T-1]`` when ``time_major=False``).
     """
-    _check_shapes(rewards, values, step_types, discounts, time_major)
-    rewards, values, step_types, discounts = _to_time_major(
-        [np.asarray(x) for x in (rewards, values, step_types, discounts)], time_major
+    rewards, values, is_last, discounts, dtype = _time_major_inputs(
+        rewards, values, step_types, discounts, time_major
     )
-    is_last = step_types == StepType.LAST
-    dtype = np.result_type(rewards.dtype, values.dtype, np.float32)
     returns = np.empty(values.shape, dtype=dtype)
     returns[-1] = values[-1]
     for t in range(values.shape[0] - 2, -1, -1):
         mixed = (1.0 - td_lambda) * values[t + 1] + td_lambda * returns[t + 1]
         returns[t] = np.where(is_last[t], values[t], rewards[t + 1] + discounts[t + 1] * mixed)
     returns = returns[:-1]
-    return returns if time_major else np.swapaxes(returns, 0, 1) if returns.ndim > 1 else returns
+    return _from_time_major(returns, time_major)
 
 
 def vtrace(
@@ -215,6 +228,4 @@ def vtrace(
     pg_advantages = clipped(clip_pg_rho_threshold) * (rewards[1:] + discounts[1:] * vs_full[1:] - values[:-1])
     pg_advantages = np.where(is_last[:-1], 0.0, pg_advantages).astype(dtype)
     vs = vs_full[:-1].astype(dtype)
-    if not time_major and vs.ndim > 1:
-        vs, pg_advantages = np.swapaxes(vs, 0, 1), np.swapaxes(pg_advantages, 0, 1)
-    return vs, pg_advantages
+    return _from_time_major(vs, time_major), _from_time_major(pg_advantages, time_major)
