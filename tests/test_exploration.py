@@ -20,6 +20,7 @@ from rlgear.blocks.replay_buffers import n_step_transitions
 from rlgear.discovery import registry
 from rlgear.errors import ConfigError, PluginError
 from rlgear.plugins.envs.deep_chain import DeepChain
+from rlgear.plugins.envs.registration import register_envs
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.sampling.intrinsic import ExplorationPostprocess, forward_returns, nonepisodic_gae
 from rlgear.sampling.postprocessing import add_gae, trainable_rows
@@ -338,6 +339,7 @@ def test_rnd_is_registered():
 
 
 def test_deep_chain_layout_and_rewards():
+    register_envs()  # what the gymnasium.envs entry point does when rlgear's env adapter loads
     env = gym.make("rlgear/DeepChain-v0", length=5, layout_seed=1)
     chain = env.unwrapped
     assert isinstance(chain, DeepChain) and set(chain.correct) == {0, 1}
@@ -348,7 +350,14 @@ def test_deep_chain_layout_and_rewards():
         assert obs.argmax() == depth + 1
         assert (reward, terminated) == ((1.0, True) if depth == 4 else (0.0, False))
     env.reset()
-    obs, reward, terminated, _, _ = env.step(1 - int(chain.correct[0]))
+    obs, reward, terminated, _, _ = env.step(1 - int(chain.correct[0]))  # falls off at depth 0 ...
+    assert (obs.argmax(), reward, terminated) == (6, 0.0, False)  # ... and the episode goes on
+    for step in range(1, 5):  # whatever it does, it stays fallen until the fixed horizon, unpaid
+        obs, reward, terminated, _, _ = env.step(int(chain.correct[step]))
+        assert (obs.argmax(), reward, terminated) == (6, 0.0, step == 4)
+    env.reset()
+    for depth, action in enumerate(chain.correct):  # falling at the last step pays nothing either
+        obs, reward, terminated, _, _ = env.step(int(action) if depth < 4 else 1 - int(action))
     assert (obs.argmax(), reward, terminated) == (6, 0.0, True)
     assert not np.array_equal(DeepChain(20, 0).correct, DeepChain(20, 1).correct)
     assert 0 < DeepChain(20, 0).correct.sum() < 20  # "always the same action" is not the answer

@@ -1,16 +1,20 @@
 """DeepChain (``rlgear/DeepChain-v0``): a hard-exploration env, for exploration plugins and their tests.
 
 A chain of ``length`` steps. At each depth one of the two actions goes one step deeper, the other
-ends the episode with reward 0; which one is right at each depth is a fixed random choice drawn
-from ``layout_seed`` (so "always action 1" is not the answer). Reaching the end pays 1 and ends the
-episode. The observation is a one-hot vector of ``length + 2``: the depth ``0 .. length`` (the end
-is ``length``), or the last entry after a wrong action.
+drops the agent into a "fell off" state it stays in; which action is right at each depth is a fixed
+random choice drawn from ``layout_seed`` (so "always action 1" is not the answer). Every episode
+lasts exactly ``length`` steps and only the one that never fell pays 1, at its last step. The
+observation is a one-hot vector of ``length + 2``: the depth ``0 .. length`` (the end is
+``length``), or the last entry once fallen.
 
 A uniform random policy reaches the end with probability ``2 ** -length`` (about one episode in a
 million for the default 20), and no reward reaches an agent before that: dithering exploration
 (epsilon-greedy, a policy's entropy) does not solve it, a novelty bonus does, since every new depth
-is a new observation. It is the combination lock of Osband et al.'s "deep sea" family, without
-the action cost.
+is a new observation. It is the combination lock of Osband et al.'s "deep sea" (bsuite), without
+the action cost, and like deep sea it has a fixed horizon: an earlier version ended the episode at
+a wrong step, and that end alone told a bootstrapping learner which action was wrong (a terminal
+target of exactly 0 against an over-estimated bootstrap), so plain DQN walked the chain without
+ever seeing the reward in 3 of 5 seeds (bench/exploration.py, 40k env steps).
 
 Registered through the ``gymnasium.envs`` entry point ``rlgear`` (as MinAtar registers its ids), so
 ``env.name: rlgear/DeepChain-v0`` works with ``env.kwargs: {length: 30, layout_seed: 3}``.
@@ -40,6 +44,8 @@ class DeepChain(gym.Env):
         self.observation_space = gym.spaces.Box(0.0, 1.0, (self.length + 2,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         self.depth = 0
+        self.steps = 0
+        self.fell = False
 
     def _obs(self, index: int) -> np.ndarray:
         obs = np.zeros(self.length + 2, np.float32)
@@ -49,14 +55,26 @@ class DeepChain(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self.depth = 0
+        self.steps = 0
+        self.fell = False
         return self._obs(0), {}
 
     def step(self, action: Any):
-        if int(action) != self.correct[self.depth]:
-            return self._obs(self.length + 1), 0.0, True, False, {"depth": self.depth}
-        self.depth += 1
-        done = self.depth == self.length
-        return self._obs(self.depth), float(done), done, False, {"depth": self.depth}
+        self.steps += 1
+        if not self.fell:
+            if int(action) == self.correct[self.depth]:
+                self.depth += 1
+            else:
+                self.fell = True
+        done = self.steps == self.length  # a fixed horizon: falling off ends nothing early
+        reward = float(done and not self.fell)
+        return (
+            self._obs(self.length + 1 if self.fell else self.depth),
+            reward,
+            done,
+            False,
+            {"depth": self.depth},
+        )
 
 
 def register_envs() -> None:
