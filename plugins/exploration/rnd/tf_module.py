@@ -1,22 +1,13 @@
 """RND's loss and gradients with ``tf.GradientTape`` (the rest is :mod:`.common`, shared with torch).
-
-Eager, not compiled: a few small matmuls per call, where tracing a ``tf.function`` per minibatch
-shape would cost more than it saves. The forward passes of the sampling side stay in numpy
-(:meth:`~.common.RNDModuleBase.forward`), whose single-row BLAS calls TF would not beat.
-"""
+Eager, as :mod:`rlgear.plugins.exploration.tf_nets` says why."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rlgear.plugins.backends.tf.runtime import tf
-from rlgear.plugins.exploration.rnd.common import RNDModuleBase, layer_names
-
-
-def _mlp(params, network: str, num_hidden: int, x):
-    for name in layer_names(network, num_hidden)[:-1]:
-        x = tf.nn.relu(tf.matmul(x, params[f"{name}/kernel"]) + params[f"{name}/bias"])
-    return tf.matmul(x, params[f"{network}/output/kernel"]) + params[f"{network}/output/bias"]
+from rlgear.plugins.exploration.rnd.common import RNDModuleBase
+from rlgear.plugins.exploration.tf_nets import mlp as _mlp
 
 
 class RNDTFModule(RNDModuleBase):

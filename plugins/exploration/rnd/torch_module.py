@@ -5,39 +5,27 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlgear.plugins.exploration.rnd.common import RNDModuleBase, layer_names
+from rlgear.plugins.exploration.rnd.common import RNDModuleBase
+from rlgear.plugins.exploration.torch_nets import TorchForwardMixin, leaf_tensors, mlp
 
 
-def _mlp(params: dict[str, torch.Tensor], network: str, num_hidden: int, x: torch.Tensor) -> torch.Tensor:
-    for name in layer_names(network, num_hidden)[:-1]:
-        x = torch.relu(x @ params[f"{name}/kernel"] + params[f"{name}/bias"])
-    return x @ params[f"{network}/output/kernel"] + params[f"{network}/output/bias"]
-
-
-class RNDTorchModule(RNDModuleBase):
+class RNDTorchModule(TorchForwardMixin, RNDModuleBase):
     """RND on the torch backend."""
 
-    def forward(self, network: str, num_hidden: int, x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            params = {k: torch.from_numpy(v) for k, v in self.params.items() if k.startswith(network + "/")}
-            return _mlp(params, network, num_hidden, torch.from_numpy(np.ascontiguousarray(x))).numpy()
-
     def loss_and_gradients(self, params, inputs):
-        tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in params.items()}
-        for name in self.trainable:
-            tensors[name].requires_grad_(True)
+        tensors = leaf_tensors(self, params)
         hidden = len(self.options.hidden_sizes)
         x = torch.from_numpy(inputs["x"])
         mask = torch.from_numpy(inputs["mask"])
-        predicted = _mlp(tensors, "predictor", hidden, x)
+        predicted = mlp(tensors, "predictor", hidden, x)
         with torch.no_grad():
-            target = _mlp(tensors, "target", hidden, x)
+            target = mlp(tensors, "target", hidden, x)
         per_row = (predicted - target).square().mean(dim=1)
         predictor_loss = (per_row * mask).sum() / mask.sum().clamp(min=1.0)
         loss = predictor_loss
         stats = {"predictor_loss": float(predictor_loss.detach())}
         if "value_targets" in inputs:
-            values = _mlp(
+            values = mlp(
                 tensors,
                 "intrinsic_value",
                 len(self.options.value_hidden_sizes),
