@@ -332,8 +332,13 @@ def test_no_exploration_section_changes_nothing(tmp_path):
     assert again.exploration == resolved.exploration  # a saved config.yaml reads back
 
 
-def test_rnd_is_registered():
-    assert "rnd" in registry.names("exploration")
+def test_rnd_and_icm_are_registered():
+    assert {"rnd", "icm"} <= set(registry.names("exploration"))
+    assert registry.load_exploration("icm").algorithms == {
+        "ppo": xp.VALUE_MODE,
+        "a2c": xp.VALUE_MODE,
+        "dqn": xp.REWARD_MODE,
+    }
     plugin = registry.load_exploration("rnd")
     assert issubclass(plugin, xp.Exploration) and plugin.mode("dqn") == xp.REWARD_MODE
 
@@ -363,10 +368,11 @@ def test_deep_chain_layout_and_rewards():
     assert 0 < DeepChain(20, 0).correct.sum() < 20  # "always the same action" is not the answer
 
 
-def test_rlgear_plugins_check_passes_rnd():
+@pytest.mark.parametrize("name", ["rnd", "icm"])
+def test_rlgear_plugins_check_passes_the_built_ins(name):
     from rlgear.discovery.check import check_plugin
 
-    report = check_plugin("rnd")
+    report = check_plugin(name)
     assert report.kind == "exploration" and report.ok, report.describe_failures()
     checked = {f.check for f in report.findings}
     assert {"config class", "documented options", "algorithms", "torch module"} <= checked
@@ -412,3 +418,55 @@ def test_torch_weights_with_the_module_act_the_same_on_tf(tmp_path):
     finally:
         trainer.stop()
         tf_trainer.stop()
+
+
+def icm_config(tmp_path, algorithm="dqn"):
+    config = chain_config(tmp_path, algorithm)
+    config["exploration"] = {
+        "name": "icm",
+        "feature_dim": 8,
+        "feature_hidden_sizes": [16],
+        "inverse_hidden_sizes": [8],
+        "forward_hidden_sizes": [8],
+        "value_hidden_sizes": [8],
+        "intrinsic_coeff": 100.0,
+    }
+    return config
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "backend"),
+    [("dqn", "torch"), ("ppo", "torch"), pytest.param("ppo", "tf", marks=needs_tf)],
+)
+def test_icm_trains_alongside_reports_its_losses_and_round_trips_through_a_checkpoint(
+    tmp_path, algorithm, backend
+):
+    trainer = make_trainer({**icm_config(tmp_path, algorithm), "backend": backend})
+    other = make_trainer({**icm_config(tmp_path, algorithm), "backend": backend, "seed": 1})
+    try:
+        result = trainer.train()
+        assert 0.0 <= result["episode_return_mean"] <= 1.0  # a huge intrinsic coefficient shows nowhere here
+        assert result["learner/exploration/intrinsic_reward_mean"] > 0.0
+        assert (
+            result["learner/exploration/inverse_loss"] > 0.0
+            and result["learner/exploration/forward_loss"] > 0.0
+        )
+        assert ("learner/exploration/intrinsic_value_loss" in result) == (algorithm != "dqn")
+        other.restore_from_object(trainer.save_to_object())
+        mine, theirs = trainer.policy.exploration_module, other.policy.exploration_module
+        assert mine.adam_step > 0 and theirs.adam_step == mine.adam_step
+        for key, value in mine.get_weights().items():
+            np.testing.assert_array_equal(theirs.get_weights()[key], value, err_msg=key)
+        rows = SB(
+            {
+                SB.OBS: np.eye(8, dtype=np.float32)[:4],
+                SB.ACTIONS: np.array([0, 1, 1, 0]),
+                xp.NEXT_OBS: np.eye(8, dtype=np.float32)[1:5],
+                xp.INTRINSIC_REWARDS: np.ones(4, np.float32),
+                xp.INTRINSIC_RETURNS: np.ones(4, np.float32),
+            }
+        )
+        assert mine.learn(rows) == theirs.learn(rows)  # optimizer and generator state came along
+    finally:
+        trainer.stop()
+        other.stop()
