@@ -7,14 +7,13 @@ checkpoint moves between the backends and, given the same taus, acts the same.
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
 import numpy as np
 
 from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
-from rlgear.export.signature import explore_refused
+from rlgear.errors import RLGearError
 from rlgear.plugins.algorithms.dqn.iqn_config import (
     NEXT_TAUS,
     TARGET_TAUS,
@@ -26,7 +25,6 @@ from rlgear.plugins.algorithms.dqn.iqn_config import (
 )
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
 from rlgear.plugins.algorithms.dqn.qrdqn_tf_policy import QRDQNTFPolicy, quantile_huber_loss
-from rlgear.plugins.algorithms.dqn.tf_policy import _QValues
 from rlgear.plugins.backends.tf import ACTIVATIONS, ConvEncoder, Dense, conv_encoder, tf
 from rlgear.plugins.backends.tf.export_heads import QValueHead
 from rlgear.policy import epsilon_greedy_actions
@@ -38,8 +36,9 @@ from rlgear.timestep import TimeStep
 class IQNNetwork(tf.Module):
     """``Z_tau(s, a)`` for states and ``[B, M]`` taus (see the torch ``IQNNetwork``: same layout and names).
 
-    ``__call__(obs)`` (the backend's model contract) gives the Q-values at fixed evenly spaced taus,
-    what an export runs; acting and learning call :meth:`quantile_values` with sampled taus.
+    ``__call__(obs)`` (the backend's model contract) gives the mean quantile values at K fixed evenly
+    spaced taus, a deterministic Q (as the torch network's ``forward``); acting and learning call
+    :meth:`quantile_values` with sampled taus.
     """
 
     def __init__(
@@ -139,12 +138,13 @@ class IQNTFPolicy(TauRngState, QRDQNTFPolicy):
         return tf.reduce_mean(self.model.quantile_values(obs, taus), axis=1)
 
     def export_head(self, explore: bool) -> QValueHead:
-        """Greedy on the mean of the quantile values at K FIXED evenly spaced taus (see the torch policy)."""
-        if explore:
-            raise explore_refused(
-                "iqn explores epsilon-greedily on a schedule of env steps, which an exported graph does not carry"
-            )
-        return QValueHead(_QValues(copy.deepcopy(self.model), self.atoms, 1), self.action_space.n)
+        """Refused: IQN's Q-values are means over taus sampled at every step, and an exported graph
+        carries no generator; a graph at fixed taus would act otherwise than this policy (and fail
+        ``rlgear export --check``), so there is none."""
+        raise RLGearError(
+            "iqn: acting averages the quantile values at taus sampled afresh at every step, which an "
+            "exported graph cannot draw; iqn checkpoints are not exported (act with rlgear.run.agent)"
+        )
 
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True

@@ -29,7 +29,6 @@ mean of K sampled quantile values.
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
@@ -38,7 +37,7 @@ import torch
 from torch import nn
 
 from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
-from rlgear.export.signature import explore_refused
+from rlgear.errors import RLGearError
 from rlgear.plugins.algorithms.dqn.iqn_config import (
     NEXT_TAUS,
     TARGET_TAUS,
@@ -50,7 +49,7 @@ from rlgear.plugins.algorithms.dqn.iqn_config import (
 )
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
 from rlgear.plugins.algorithms.dqn.qrdqn_torch_policy import QRDQNTorchPolicy, quantile_huber_loss
-from rlgear.plugins.algorithms.dqn.torch_policy import _ROW, _linear, _QValues
+from rlgear.plugins.algorithms.dqn.torch_policy import _ROW, _linear
 from rlgear.plugins.backends.torch import ConvEncoder, conv_encoder
 from rlgear.plugins.backends.torch.export_heads import QValueHead
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
@@ -66,8 +65,10 @@ class IQNNetwork(nn.Module):
     Framework-neutral weight names: ``q/conv_<i>/...`` (images), ``q/hidden_<i>/...`` for the trunk's
     layers and then the head's hidden layer (the last index), ``q/tau_embedding/{kernel,bias}``
     (``[num_cosines, d]``), then ``q/output/...`` or, dueling, ``q/value/...`` and ``q/advantage/...``.
-    ``forward(obs)`` (the backend's model contract) gives the Q-values at fixed evenly spaced taus: what
-    an export runs; acting and learning call :meth:`quantile_values` with sampled taus.
+    ``forward(obs)`` (the backend's model contract) gives the mean quantile values at K fixed evenly
+    spaced taus ``(2k + 1) / (2K)``: a deterministic Q for what reads the model's outputs (a
+    checkpoint's ``action_distribution_inputs``); acting and learning call :meth:`quantile_values`
+    with sampled taus.
     """
 
     def __init__(
@@ -161,13 +162,13 @@ class IQNTorchPolicy(TauRngState, QRDQNTorchPolicy):
         )
 
     def export_head(self, explore: bool) -> QValueHead:
-        """Greedy on the mean of the quantile values at K FIXED evenly spaced taus ``(2k + 1) / (2K)``:
-        an exported graph carries no generator to sample taus from (docs/dqn.md says so)."""
-        if explore:
-            raise explore_refused(
-                "iqn explores epsilon-greedily on a schedule of env steps, which an exported graph does not carry"
-            )
-        return QValueHead(_QValues(copy.deepcopy(self.model), self.support, 1), self.action_space.n)
+        """Refused: IQN's Q-values are means over taus sampled at every step, and an exported graph
+        carries no generator; a graph at fixed taus would act otherwise than this policy (and fail
+        ``rlgear export --check``), so there is none."""
+        raise RLGearError(
+            "iqn: acting averages the quantile values at taus sampled afresh at every step, which an "
+            "exported graph cannot draw; iqn checkpoints are not exported (act with rlgear.run.agent)"
+        )
 
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
