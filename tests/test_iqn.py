@@ -237,8 +237,9 @@ def test_compute_td_errors_gives_the_per_row_loss_without_learning(tmp_path, bac
 # ----------------------------------------------------------------------------- refusals
 
 
-def test_the_numpy_runtime_and_export_refuse_an_iqn_checkpoint_in_one_line(tmp_path):
+def test_the_numpy_runtime_and_export_refuse_an_iqn_checkpoint_in_one_line(tmp_path, capsys):
     import rlgear.inference
+    from rlgear.cli.main import main
     from rlgear.errors import CheckpointError
 
     trainer = IQN(raw_config(tmp_path), logdir=tmp_path / "run")
@@ -252,3 +253,8 @@ def test_the_numpy_runtime_and_export_refuse_an_iqn_checkpoint_in_one_line(tmp_p
     with pytest.raises(CheckpointError, match=r"implicit quantile network \(iqn.*rlgear.run.agent") as raised:
         rlgear.inference.load(path)
     assert "\n" not in str(raised.value)
+    capsys.readouterr()
+    assert main(["export", str(path), "--format", "torchscript", "--out", str(tmp_path / "policy.pt")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(errors) == 1 and "iqn checkpoints are not exported" in errors[0], errors
+    assert not (tmp_path / "policy.pt").exists()
