@@ -258,3 +258,52 @@ def test_the_numpy_runtime_and_export_refuse_an_iqn_checkpoint_in_one_line(tmp_p
     errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(errors) == 1 and "iqn checkpoints are not exported" in errors[0], errors
     assert not (tmp_path / "policy.pt").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("trained_with", "evaluated_with"), [("torch", "tf"), ("tf", "torch")])
+def test_a_checkpoint_gives_the_same_q_values_and_actions_on_the_other_backend(
+    tmp_path, trained_with, evaluated_with
+):
+    """A trained checkpoint loaded on the other backend: the same weights and tau generator state, so
+    the same fixed-tau Q-values and the same greedy actions on sampled taus."""
+    pytest.importorskip("tensorflow")
+    import rlgear
+    from rlgear.run import agent
+
+    raw = raw_config(tmp_path / trained_with, trained_with, dueling=True, n_step=3)
+    raw["stop"] = {"training_iteration": 4}
+    result = rlgear.train(raw)
+    assert result["learner/num_grad_updates"] > 0, sorted(result)
+    (run_dir,) = (tmp_path / trained_with / "runs").iterdir()
+    original = agent.load(run_dir)
+    moved = agent.load(run_dir, [f"backend={evaluated_with}"])
+    assert type(moved.policy).__module__.endswith(f"iqn_{evaluated_with}_policy")
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    np.testing.assert_allclose(
+        moved.policy.action_distribution_inputs(obs),
+        original.policy.action_distribution_inputs(obs),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    np.testing.assert_array_equal(moved.compute_actions(obs), original.compute_actions(obs))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reset_config_takes_loss_settings_but_refuses_another_network(tmp_path, backend):
+    """N, N' and kappa are the loss's: they change on a live trainer (the next step draws N = 7 taus)."""
+    from rlgear.plugins.algorithms.dqn.iqn_config import TAUS
+
+    trainer = IQN(raw_config(tmp_path, backend), logdir=tmp_path / "run")
+    try:
+        trainer.train()
+        assert trainer.reset_config(raw_config(tmp_path, backend, lr=5e-4, kappa=2.0, num_tau_samples=7))
+        assert trainer.policy.config.training.kappa == 2.0
+        assert trainer.policy.with_taus(trainer.replay_buffer.sample(8))[TAUS].shape == (8, 7)
+        stats = trainer.policy.learn_on_batch(trainer.replay_buffer.sample(8))
+        assert np.isfinite(stats["total_loss"]) and trainer.policy.td_errors.shape == (8,)
+        assert not trainer.reset_config(raw_config(tmp_path, backend, num_cosines=9))
+        assert not trainer.reset_config(raw_config(tmp_path, backend, dueling=False))
+        assert trainer.config.training.num_cosines == SAMPLES["num_cosines"]
+    finally:
+        trainer.stop()
