@@ -16,12 +16,13 @@ predict them from a copy of the generator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from rlgear.config.schema import doc
 from rlgear.plugins.algorithms.dqn.qrdqn_config import QRDQNConfig
+from rlgear.sample_batch import SampleBatch
 
 #: Batch columns the policies add before a learning step: the online taus ``[B, N]``, the target
 #: network's taus ``[B, N']`` and the taus of the next action's choice ``[B, K]``.
@@ -86,17 +87,37 @@ def acting_taus(rng: np.random.Generator, rows: int, training: IQNConfig) -> np.
     return rng.random((rows, training.num_quantile_samples)).astype(np.float32)
 
 
-class TauRngState:
-    """Saves the tau generators (``tau_rng`` for learning, ``acting_tau_rng`` for acting) in the policy's
-    checkpoint meta, so a restored run draws the taus it would have drawn. Mixed in before the backend
-    policy; ``Policy.reseed`` already gives every numpy generator attribute a new stream."""
+class TauSampling:
+    """The tau generators and the learning steps' taus, the same on both backends. Mixed in before the
+    backend policy (``class IQNTorchPolicy(TauSampling, QRDQNTorchPolicy)``):
+
+    - ``tau_rng`` draws the learning taus, ``acting_tau_rng`` the acting ones; both are saved in the
+      checkpoint meta, so a restored run draws the taus it would have drawn (``Policy.reseed`` already
+      gives every numpy generator attribute a new stream);
+    - :meth:`learn_on_batch` and :meth:`compute_td_errors` add fresh taus to the batch as columns
+      (:data:`TAU_COLUMNS`), so they travel with their rows through shuffling and data-parallel shards
+      and the loss reads them like any other column (inside TF's compiled step too).
+    """
 
     tau_rng: np.random.Generator
     acting_tau_rng: np.random.Generator
+    config: Any
 
     def make_tau_rngs(self, seed: int | None) -> None:
         self.tau_rng = np.random.default_rng(None if seed is None else [seed, 0x1A0])
         self.acting_tau_rng = np.random.default_rng(None if seed is None else [seed, 0x1A1])
+
+    def with_taus(self, batch: SampleBatch) -> SampleBatch:
+        """``batch`` with fresh learning taus (:func:`draw_learning_taus`) as columns."""
+        rows = SampleBatch(batch)
+        rows.update(draw_learning_taus(self.tau_rng, len(batch), self.config.training))
+        return rows
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        return super().learn_on_batch(self.with_taus(batch))
+
+    def compute_td_errors(self, batch: SampleBatch) -> np.ndarray:
+        return super().compute_td_errors(self.with_taus(batch))
 
     def get_state(self):  # -> PolicyState
         state = super().get_state()

@@ -19,9 +19,8 @@ from rlgear.plugins.algorithms.dqn.iqn_config import (
     TARGET_TAUS,
     TAU_COLUMNS,
     TAUS,
-    TauRngState,
+    TauSampling,
     acting_taus,
-    draw_learning_taus,
 )
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
 from rlgear.plugins.algorithms.dqn.qrdqn_tf_policy import QRDQNTFPolicy, quantile_huber_loss
@@ -107,7 +106,7 @@ class IQNNetwork(tf.Module):
         return out
 
 
-class IQNTFPolicy(TauRngState, QRDQNTFPolicy):
+class IQNTFPolicy(TauSampling, QRDQNTFPolicy):
     """QR-DQN's policy on an :class:`IQNNetwork`, with taus drawn from the policy's own generators."""
 
     loss_columns = (*QRDQNTFPolicy.loss_columns, *TAU_COLUMNS)
@@ -155,18 +154,6 @@ class IQNTFPolicy(TauRngState, QRDQNTFPolicy):
         epsilon = self.epsilon() if explore else 0.0
         actions = epsilon_greedy_actions(q_values, epsilon, self.acting_rng, timestep.action_mask)
         return actions, state, {}
-
-    def with_taus(self, batch: SB) -> SB:
-        """``batch`` with fresh learning taus as columns (the torch policy's, from the same generator)."""
-        rows = SB(batch)
-        rows.update(draw_learning_taus(self.tau_rng, len(batch), self.config.training))
-        return rows
-
-    def learn_on_batch(self, batch: SB) -> dict[str, float]:
-        return super().learn_on_batch(self.with_taus(batch))
-
-    def compute_td_errors(self, batch: SB) -> np.ndarray:
-        return super().compute_td_errors(self.with_taus(batch))
 
     def loss(self, batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         training = self.config.training

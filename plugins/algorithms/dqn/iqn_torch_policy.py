@@ -43,9 +43,8 @@ from rlgear.plugins.algorithms.dqn.iqn_config import (
     TARGET_TAUS,
     TAU_COLUMNS,
     TAUS,
-    TauRngState,
+    TauSampling,
     acting_taus,
-    draw_learning_taus,
 )
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
 from rlgear.plugins.algorithms.dqn.qrdqn_torch_policy import QRDQNTorchPolicy, quantile_huber_loss
@@ -139,7 +138,7 @@ class IQNNetwork(nn.Module):
         return names
 
 
-class IQNTorchPolicy(TauRngState, QRDQNTorchPolicy):
+class IQNTorchPolicy(TauSampling, QRDQNTorchPolicy):
     """QR-DQN's policy (target network, epsilon schedule, priorities, checkpoints) on an
     :class:`IQNNetwork`, with taus drawn from the policy's own generators."""
 
@@ -184,19 +183,6 @@ class IQNTorchPolicy(TauRngState, QRDQNTorchPolicy):
         epsilon = self.epsilon() if explore else 0.0
         actions = epsilon_greedy_actions(q_values, epsilon, self.acting_rng, timestep.action_mask)
         return actions, state, {}
-
-    def with_taus(self, batch: SB) -> SB:
-        """``batch`` with fresh learning taus (:func:`draw_learning_taus`) as columns, so they travel with
-        their rows through shuffling and data-parallel shards."""
-        rows = SB(batch)
-        rows.update(draw_learning_taus(self.tau_rng, len(batch), self.config.training))
-        return rows
-
-    def learn_on_batch(self, batch: SB) -> dict[str, float]:
-        return super().learn_on_batch(self.with_taus(batch))
-
-    def compute_td_errors(self, batch: SB) -> np.ndarray:
-        return super().compute_td_errors(self.with_taus(batch))
 
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         training = self.config.training
