@@ -434,6 +434,7 @@ BUILTIN_ALGORITHMS = [
     "es",
     "impala",
     "iql",
+    "iqn",
     "marwil",
     "pg",
     "ppo",

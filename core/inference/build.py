@@ -11,7 +11,8 @@ names) and the policy's config says the details:
   stds) or TD3/DDPG (output ``actions``); with a Discrete action space, discrete SAC's
   categorical actor (output: the logits);
 * ``q/...`` only: DQN's Q-network (``training.dueling``, ``num_atoms``, qrdqn's ``num_quantiles``;
-  noisy layers from the weight names);
+  noisy layers from the weight names); refused with ``q/tau_embedding`` (iqn: its Q-values are means
+  over taus sampled at every step, not a fixed function of the weights);
 * a checkpoint of a framework-free algorithm (ES, ARS: backend ``numpy``): the algorithm's own
   numpy policy.
 
@@ -83,6 +84,13 @@ def build_policy(read: CheckpointPolicy) -> Any:
                 actor.load(read.weights, 0)
                 return CategoricalActorRuntime(obs_space, action_space, config, actor)
             return TanhActorRuntime(obs_space, action_space, config, _tanh_actor(read))
+        if "q/tau_embedding/kernel" in names:  # IQN: Q is a mean over sampled taus, a generator this lacks
+            raise CheckpointError(
+                f"{read.folder}: policy '{read.policy_id}': an implicit quantile network (iqn, "
+                "q/tau_embedding) acts on quantile fractions sampled per step, which rlgear.inference does "
+                "not draw; act with rlgear.run.agent (the framework), or export it (rlgear export: Q at "
+                "K fixed evenly spaced taus)"
+            )
         if any(name.startswith("q/") for name in names):
             return QRuntime(obs_space, action_space, config, _q_network(read, conv), _timestep(read))
     except (KeyError, ValueError) as err:

@@ -41,13 +41,18 @@ def quantile_huber_loss(
     quantiles: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor, kappa: float
 ) -> torch.Tensor:
     """``[B]``: ``sum_i mean_j |tau_i - 1{u_ij < 0}| L_kappa(u_ij) / kappa`` with ``u_ij = targets_j -
-    quantiles_i`` (Dabney et al. 2018, eq. 10); ``quantiles`` ``[B, N]``, ``targets`` ``[B, N']``."""
+    quantiles_i`` (Dabney et al. 2018, eq. 10); ``quantiles`` ``[B, N]``, ``targets`` ``[B, N']``.
+
+    ``taus`` are ``[N]`` fractions shared by every row (QR-DQN's midpoints) or ``[B, N]``, one set
+    per row (IQN's sampled taus, Dabney et al. 2018b, eq. 3): one code path, ``[N]`` broadcasts.
+    """
+    taus = taus.reshape(-1, quantiles.shape[1])  # [1, N] or [B, N]
     u = targets[:, None, :] - quantiles[:, :, None]  # [B, i, j]
     if kappa > 0:
         loss = F.huber_loss(u, torch.zeros_like(u), reduction="none", delta=kappa) / kappa
     else:
         loss = u.abs()
-    weight = (taus[None, :, None] - (u.detach() < 0).to(u.dtype)).abs()
+    weight = (taus[:, :, None] - (u.detach() < 0).to(u.dtype)).abs()
     return (weight * loss).mean(dim=2).sum(dim=1)
 
 
