@@ -253,6 +253,7 @@ def test_the_numpy_runtime_and_export_refuse_an_iqn_checkpoint_in_one_line(tmp_p
     with pytest.raises(CheckpointError, match=r"implicit quantile network \(iqn.*rlgear.run.agent") as raised:
         rlgear.inference.load(path)
     assert "\n" not in str(raised.value)
+    assert "refuses iqn too" in str(raised.value)  # no pointer to an export path that refuses it
     capsys.readouterr()
     assert main(["export", str(path), "--format", "torchscript", "--out", str(tmp_path / "policy.pt")]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]

@@ -88,8 +88,7 @@ def build_policy(read: CheckpointPolicy) -> Any:
             raise CheckpointError(
                 f"{read.folder}: policy '{read.policy_id}': an implicit quantile network (iqn, "
                 "q/tau_embedding) acts on quantile fractions sampled per step, which rlgear.inference does "
-                "not draw; act with rlgear.run.agent (the framework), or export it (rlgear export: Q at "
-                "K fixed evenly spaced taus)"
+                "not draw; act with rlgear.run.agent (the framework): rlgear export refuses iqn too"
             )
         if any(name.startswith("q/") for name in names):
             return QRuntime(obs_space, action_space, config, _q_network(read, conv), _timestep(read))
