@@ -16,6 +16,7 @@ round-trips weights and state with every name and shape checked before anything 
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -92,15 +93,15 @@ class NumpyNetsModule(xp.ExplorationModule):
         self.reward_rms = xp.RunningMeanStd(())
 
     # --- what a subclass provides ---------------------------------------------------------------
+    @abstractmethod
     def network_specs(self) -> list[NetSpec]:
         """The networks, in the order their parameters are initialised."""
-        raise NotImplementedError
 
+    @abstractmethod
     def loss_and_gradients(
         self, params: dict[str, np.ndarray], inputs: dict[str, np.ndarray]
     ) -> tuple[float, dict[str, float], dict[str, np.ndarray]]:
         """``(loss, stats, {trainable name: gradient})`` on one minibatch of ``inputs`` (the backend's part)."""
-        raise NotImplementedError
 
     # --- acting side ----------------------------------------------------------------------------
     def flat(self, obs: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
+from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS
 from rlgear.errors import RLGearError
 from rlgear.plugins.algorithms.dqn.iqn_config import (
     NEXT_TAUS,
@@ -23,7 +23,7 @@ from rlgear.plugins.algorithms.dqn.iqn_config import (
     acting_taus,
 )
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
-from rlgear.plugins.algorithms.dqn.qrdqn_tf_policy import QRDQNTFPolicy, quantile_huber_loss
+from rlgear.plugins.algorithms.dqn.qrdqn_tf_policy import QRDQNTFPolicy
 from rlgear.plugins.backends.tf import ACTIVATIONS, ConvEncoder, Dense, conv_encoder, tf
 from rlgear.plugins.backends.tf.export_heads import QValueHead
 from rlgear.policy import epsilon_greedy_actions
@@ -176,14 +176,4 @@ class IQNTFPolicy(TauSampling, QRDQNTFPolicy):
         rewards = tf.cast(batch[SB.REWARDS], taken.dtype)[:, None]
         discounts = tf.cast(batch[SB.DISCOUNTS], taken.dtype)[:, None]
         targets = tf.stop_gradient(rewards + discounts * chosen)
-        row_loss = quantile_huber_loss(taken, targets, taus, float(training.kappa))
-        per_row = row_loss
-        if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
-            per_row = per_row * tf.cast(batch[WEIGHTS], per_row.dtype)
-        row_loss = tf.stop_gradient(row_loss)
-        return tf.reduce_mean(per_row), {
-            "mean_q": tf.reduce_mean(tf.stop_gradient(taken)),
-            "mean_target_q": tf.reduce_mean(targets),
-            "mean_quantile_loss": tf.reduce_mean(row_loss),
-            "td_errors": row_loss,  # the priority: the per-row loss before the importance weight
-        }
+        return self.weighted_quantile_loss(taken, targets, taus, batch)

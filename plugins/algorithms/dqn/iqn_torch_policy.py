@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
+from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS
 from rlgear.errors import RLGearError
 from rlgear.plugins.algorithms.dqn.iqn_config import (
     NEXT_TAUS,
@@ -47,8 +47,8 @@ from rlgear.plugins.algorithms.dqn.iqn_config import (
     acting_taus,
 )
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
-from rlgear.plugins.algorithms.dqn.qrdqn_torch_policy import QRDQNTorchPolicy, quantile_huber_loss
-from rlgear.plugins.algorithms.dqn.torch_policy import _ROW, _linear
+from rlgear.plugins.algorithms.dqn.qrdqn_torch_policy import QRDQNTorchPolicy
+from rlgear.plugins.algorithms.dqn.torch_policy import _linear
 from rlgear.plugins.backends.torch import ConvEncoder, conv_encoder
 from rlgear.plugins.backends.torch.export_heads import QValueHead
 from rlgear.plugins.backends.torch.models import ACTIVATIONS
@@ -203,15 +203,4 @@ class IQNTorchPolicy(TauSampling, QRDQNTorchPolicy):
             rewards = batch[SB.REWARDS].to(taken.dtype)[:, None]
             discounts = batch[SB.DISCOUNTS].to(taken.dtype)[:, None]
             targets = rewards + discounts * next_z[rows, :, next_actions]  # [B, N']
-        row_loss = quantile_huber_loss(taken, targets, taus, float(training.kappa))
-        per_row = row_loss
-        if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
-            per_row = per_row * batch[WEIGHTS].to(per_row.dtype)
-        loss = per_row.mean()
-        row_loss = row_loss.detach()
-        self.td_errors[batch[_ROW].cpu().numpy()] = row_loss.cpu().numpy()  # the priority
-        return loss, {
-            "mean_q": taken.detach().mean(),
-            "mean_target_q": targets.mean(),
-            "mean_quantile_loss": row_loss.mean(),
-        }
+        return self.weighted_quantile_loss(taken, targets, taus, batch)

@@ -123,7 +123,14 @@ class QRDQNTFPolicy(DQNTFPolicy):
         rewards = tf.cast(batch[SB.REWARDS], taken.dtype)[:, None]
         discounts = tf.cast(batch[SB.DISCOUNTS], taken.dtype)[:, None]
         targets = tf.stop_gradient(rewards + discounts * chosen)
-        row_loss = quantile_huber_loss(taken, targets, self.taus, float(training.kappa))
+        return self.weighted_quantile_loss(taken, targets, self.taus, batch)
+
+    def weighted_quantile_loss(
+        self, taken: tf.Tensor, targets: tf.Tensor, taus: tf.Tensor, batch: dict[str, tf.Tensor]
+    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """The quantile Huber loss of each row, weighted by prioritized replay's importance weights and
+        averaged, with the unweighted row loss as ``td_errors`` (iqn shares this with qrdqn)."""
+        row_loss = quantile_huber_loss(taken, targets, taus, float(self.config.training.kappa))
         per_row = row_loss
         if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
             per_row = per_row * tf.cast(batch[WEIGHTS], per_row.dtype)

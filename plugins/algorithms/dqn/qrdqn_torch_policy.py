@@ -143,7 +143,14 @@ class QRDQNTorchPolicy(DQNTorchPolicy):
             rewards = batch[SB.REWARDS].to(taken.dtype)[:, None]
             discounts = batch[SB.DISCOUNTS].to(taken.dtype)[:, None]
             targets = rewards + discounts * next_quantiles[rows, next_actions]  # [B, N]
-        row_loss = quantile_huber_loss(taken, targets, self.taus, float(training.kappa))
+        return self.weighted_quantile_loss(taken, targets, self.taus, batch)
+
+    def weighted_quantile_loss(
+        self, taken: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor, batch: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The quantile Huber loss of each row, weighted by prioritized replay's importance weights and
+        averaged; the unweighted row loss is the row's new priority (iqn shares this with qrdqn)."""
+        row_loss = quantile_huber_loss(taken, targets, taus, float(self.config.training.kappa))
         per_row = row_loss
         if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
             per_row = per_row * batch[WEIGHTS].to(per_row.dtype)
