@@ -321,6 +321,7 @@ def installed_runs(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("scaffold")  # one xdist worker builds the module-scoped venv once, not both
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_installed_generated_package_passes_the_check_and_its_own_tests(installed_runs, kind):
     checked, tests = installed_runs[kind]
