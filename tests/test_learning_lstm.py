@@ -22,13 +22,21 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ppo-lstm-stateles
 #: The config's env-step budget (its stop, and where its lr and clip schedules reach 0).
 BUDGET = read_yaml(CONFIG)["stop"]["timesteps_total"]
 #: The seed of each backend's learning test. Env steps at the first mean of 400 with seed 2: torch
-#: 268,642, tf 308,752 (measured when the config moved to configs/; the dict it replaced gave the same
-#: torch count); on the code of 26 Nov 2026: torch 259,528, tf 331,720; seed 0: torch 472,497,
+#: 268,642, tf 308,752 (measured when the config moved to configs/, and again on 29 Nov 2026: the same
+#: counts); on the code of 26 Nov 2026: torch 259,528, tf 331,720; seed 0: torch 472,497,
 #: tf 208,969. Both act through the same numpy LSTM twin, so the spread over seeds comes from the
 #: training trajectory (float32 rounding alone moved one set of initial weights from 111k to 472k),
 #: not from a backend; docs/recurrent.md has the table. Runs are deterministic per backend and seed
-#: here. Learning peaks near 400-450 and can fall back afterwards, so the test stops at the first 400.
+#: here. Learning peaks near 400-450 and can fall back afterwards.
 SEEDS = {"torch": 2, "tf": 2}
+#: The tests' bar: five times what the same PPO without the LSTM scores (about 45). Seed 2 passed it
+#: at 51,944 env steps on torch and 90,310 on tf (29 Nov 2026), where the last stretch to the
+#: config's own stop of 400 takes another 217k (torch) and 218k (tf) env steps: that stretch is 3/4
+#: of the tests' time and proves nothing more about the memory, so CI stops at 250 (the 400 figures
+#: are in docs/recurrent.md).
+BAR = 250
+#: The memoryless control's budget: more than either backend's LSTM needs to pass BAR.
+CONTROL_BUDGET = 150_000
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
 
 
@@ -62,26 +70,30 @@ def test_the_shipped_config_names_an_env_of_the_installed_package():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "tf"])
-def test_lstm_ppo_reaches_400_on_stateless_cartpole_within_500k_env_steps(tmp_path, backend):
+def test_lstm_ppo_reaches_250_on_stateless_cartpole_within_500k_env_steps(tmp_path, backend):
+    """The shipped config (its schedules run over its 500k env-step budget), stopped at ``BAR``."""
     if backend == "tf":
         pytest.importorskip("tensorflow")
-    config = stateless_cartpole_config(tmp_path, backend, True)
-    assert config["stop"] == {"episode_return_mean": 400, "timesteps_total": BUDGET}  # the shipped stop
+    config = stateless_cartpole_config(
+        tmp_path, backend, True, {"episode_return_mean": BAR, "timesteps_total": BUDGET}
+    )
     result = rlgear.train(config)
     print(f"{backend}: {result['episode_return_mean']:.1f} at {result['timesteps_total']} env steps, "
           f"{result['time_total_s']:.0f} s of training")  # fmt: skip
-    assert result["episode_return_mean"] >= 400, result  # mean of the last 100 episodes
+    assert result["episode_return_mean"] >= BAR, result  # mean of the last 100 episodes
     assert result["timesteps_total"] <= BUDGET + 256
 
 
 @pytest.mark.slow
-def test_the_same_ppo_without_the_lstm_stays_under_200(tmp_path):
-    """The memory is what solves it: the MLP, same config and seed otherwise, over the LSTM's whole
-    500k env-step budget (see docs/recurrent.md for the figures). This is a claim about the task, so it
-    runs on one backend (torch); CI's time goes to the tests that can tell the backends apart."""
+def test_the_same_ppo_without_the_lstm_stays_under_half_the_bar(tmp_path):
+    """The memory is what solves it: the MLP, same config and seed otherwise, over ``CONTROL_BUDGET``
+    env steps, more than the LSTM needs to pass ``BAR`` on either backend (it scores about 45; see
+    docs/recurrent.md). This is a claim about the task, so it runs on one backend (torch); CI's time
+    goes to the tests that can tell the backends apart."""
     backend = "torch"
-    result = rlgear.train(stateless_cartpole_config(tmp_path, backend, False, {"timesteps_total": BUDGET}))
+    config = stateless_cartpole_config(tmp_path, backend, False, {"timesteps_total": CONTROL_BUDGET})
+    result = rlgear.train(config)
     print(f"{backend}, no LSTM: {result['episode_return_mean']:.1f} at {result['timesteps_total']} env steps, "
           f"{result['time_total_s']:.0f} s of training")  # fmt: skip
-    assert result["timesteps_total"] >= BUDGET
-    assert result["episode_return_mean"] < 200, result
+    assert result["timesteps_total"] >= CONTROL_BUDGET
+    assert result["episode_return_mean"] < BAR / 2, result
