@@ -45,9 +45,13 @@ def test_td3_and_ddpg_swing_pendulum_up_greedy_evaluation_within_30k_env_steps(t
 @pytest.mark.slow
 @needs_tf
 def test_sac_on_tf_swings_pendulum_up_greedy_evaluation_within_20k_env_steps():
-    """The same tuned config on the TF backend (its compiled learner step and the same numpy twin)."""
+    """The same tuned config on the TF backend (its compiled learner step and the same numpy twin),
+    with 64x64 networks: the torch test proves the shipped 256x256 file learns, this one that TF's
+    learner does, at a quarter of the time (29 Nov 2026, seed 0: -185.7 at 4k env steps in 66 s on a
+    loaded machine, against -182 at 5k in 61-156 s with 256x256)."""
     result = train_until_stop(
-        SAC, "sac-pendulum.yaml", "seed=0", "training.evaluation_interval=1", "backend=tf"
-    )
+        SAC, "sac-pendulum.yaml", "seed=0", "training.evaluation_interval=1", "backend=tf",
+        "model.hidden_sizes=[64,64]",
+    )  # fmt: skip
     assert result["evaluation/episode_return_mean"] >= -200, result
     assert result["timesteps_total"] <= 20_000 + 1_000
