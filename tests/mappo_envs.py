@@ -46,6 +46,7 @@ class ScriptedTeam(MultiAgentVectorEnv):
         self.observation_spaces = {x: Box(np.full(3, -1e3), np.full(3, 1e3)) for x in self.possible_agents}
         self.action_spaces = {x: Discrete(2) for x in self.possible_agents}
         self.state_space = Box(np.full(3, -1e3), np.full(3, 1e3)) if state else None
+        self.gives_state = state  # apart from state_space, so a test can make the two disagree
         self.k = np.zeros(num_envs, dtype=np.int64)
         self.prev = {x: np.zeros(num_envs, np.int64) for x in self.possible_agents}
 
@@ -65,7 +66,7 @@ class ScriptedTeam(MultiAgentVectorEnv):
             )  # fmt: skip
             active[agent] = on
         state = None
-        if self.state_space is not None:
+        if self.gives_state:
             state = np.stack([slots, k.astype(np.float32), np.full(n, 100.0, np.float32)], axis=1)
         return MultiAgentTimeStep(steps=steps, active=active, episode_end=k == self.END, state=state)
 

@@ -100,6 +100,26 @@ def test_a_run_without_a_state_records_no_state_column_and_one_with_it_records_t
             assert (rows["state"][:, 2] == 100).all()
 
 
+def test_the_env_check_holds_the_state_to_its_state_space():
+    from rlgear.spaces import Box
+    from rlgear.testing import ContractError, check_multi_agent_env
+    from tests.mappo_envs import make_scripted
+
+    assert check_multi_agent_env(make_scripted(2, state=True), steps=20)["episodes"] > 0
+    no_space = make_scripted(2, state=True)
+    no_space.state_space = None  # gives a state it does not declare
+    with pytest.raises(ContractError, match="state is set but the env's state_space is None"):
+        check_multi_agent_env(no_space, steps=5)
+    wrong = make_scripted(2, state=True)
+    wrong.state_space = Box(np.zeros(4), np.ones(4))
+    with pytest.raises(ContractError, match=r"state must have shape \(2, 4\), got \(2, 3\)"):
+        check_multi_agent_env(wrong, steps=5)
+    missing = make_scripted(2, state=False)
+    missing.state_space = Box(np.zeros(3), np.ones(3))
+    with pytest.raises(ContractError, match="has a state_space but the step's state is None"):
+        check_multi_agent_env(missing, steps=5)
+
+
 # --- actors ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("separate", [False, True], ids=["shared-actor", "separate-actors"])
@@ -118,6 +138,17 @@ def test_shared_and_separate_actors_learn_with_the_centralised_critic(backend, s
             for name in ("policy/output/kernel", "critic/output/kernel", "critic/value_norm/debiasing_term"):
                 assert not np.array_equal(before[pid][name], after[name]), (pid, name)
         assert result["agent_timesteps_total"] == 2 * result["timesteps_total"]
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_acting_in_the_framework_without_the_numpy_twin(backend):
+    trainer = mappo()(mappo_config(backend=backend, model={"numpy_inference": False}))
+    try:
+        assert trainer.policy.fast_actor is None
+        result = trainer.train()
+        assert result["timesteps_total"] > 0 and np.isfinite(result["learner/vf_loss"])
     finally:
         trainer.stop()
 
