@@ -305,3 +305,22 @@ def test_a_torch_checkpoint_acts_and_values_the_same_on_tf():
     finally:
         torch_trainer.stop()
         tf_trainer.stop()
+
+
+@pytest.mark.slow
+def test_remote_workers_build_the_critic_input_and_denormalize_with_the_learners_statistics(ray_session):
+    """About 20 s (a local Ray, one remote worker): the worker builds each row's critic input in its
+    own process and holds the learner's value statistics with the weights."""
+    trainer = mappo()(mappo_config(multiagent=SEPARATE, workers={"num_workers": 1, "num_envs_per_worker": 2}))
+    try:
+        for _ in range(2):
+            result = trainer.train()
+        assert np.isfinite(result["learner/pa/vf_loss"]) and result["learner/pb/value_norm_std"] > 0
+        local = trainer.workers.local_worker.get_weights()
+        (remote,) = trainer.workers.foreach_worker(lambda w: w.get_weights())[1:]
+        for pid in ("pa", "pb"):
+            assert local[pid]["critic/value_norm/debiasing_term"][0] > 0
+            for key, value in local[pid].items():
+                np.testing.assert_array_equal(remote[pid][key], value, err_msg=f"{pid}: {key}")
+    finally:
+        trainer.stop()
