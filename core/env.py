@@ -155,11 +155,17 @@ class MultiAgentTimeStep:
     ``steps[agent].info`` is the agent's own info (gymnasium's vector layout, as
     :attr:`TimeStep.info`), or None; ``episode.last_info`` in ``on_episode_end`` is
     ``{agent: its info row}`` for the agents that have a step when the episode ends.
+
+    ``state`` (optional, None by default) is the env's global state ``[num_envs, ...]`` at this
+    step (PettingZoo's ``state()``), in :attr:`MultiAgentVectorEnv.state_space`: what a
+    centralised critic (``algorithm: mappo``) sees. The sampler records it with every active
+    agent's row only when it is given, so envs without one cost nothing.
     """
 
     steps: dict[str, TimeStep]
     active: dict[str, np.ndarray]
     episode_end: np.ndarray  # bool [num_envs]
+    state: np.ndarray | None = None
 
     @property
     def num_envs(self) -> int:
@@ -180,6 +186,9 @@ class MultiAgentVectorEnv(ABC):
     possible_agents: tuple[str, ...]
     observation_spaces: dict[str, Space]
     action_spaces: dict[str, Space]
+    #: The space of :attr:`MultiAgentTimeStep.state` (the env's global state), or None when the env
+    #: gives none; an env that sets it gives ``state`` with every step.
+    state_space: Space | None = None
 
     @abstractmethod
     def reset(self, seed: int | None = None) -> MultiAgentTimeStep:

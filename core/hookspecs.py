@@ -76,7 +76,9 @@ def on_postprocess_fragment(
     ``window[pid]["rows"][column]`` is ``[T+1, S_pid, ...]`` (row 0: each slot's row carried from
     the previous fragment, valid where ``window[pid]["valid"][0]``; rows 1..T: this fragment's env
     steps, aligned across policies), ``window[pid]["agents"]`` the policy's agents (slot
-    ``a * num_envs + i`` is agent ``a`` in env slot ``i``) and ``window[pid]["num_envs"]``.
+    ``a * num_envs + i`` is agent ``a`` in env slot ``i``), ``window[pid]["num_envs"]`` and
+    ``window[pid]["recorded"]`` (this fragment's own rows: the table's last ones; a first row before
+    them is the carried one). When the env gives a global state, each row has it in column ``state``.
     Element ``[r, c]`` of ``fragment`` is row ``rows[r, c]`` of slot ``slots[c]`` of this policy's
     table, so its env slot is ``slots[c] % num_envs`` and rows ``>= 1`` of other policies at the
     same index are the same env step. Called for every fragment of ``truncate_episodes`` sampling; a

@@ -220,6 +220,20 @@ def random_multi_agent_actions(
     return actions
 
 
+def _check_state(env: MultiAgentVectorEnv, ts: MultiAgentTimeStep, where: str) -> None:
+    """The optional global state: given with every step exactly when the env has a ``state_space``."""
+    space = getattr(env, "state_space", None)
+    state = getattr(ts, "state", None)
+    if space is None:
+        _expect(
+            state is None, f"{where}: state is set but the env's state_space is None (set both or neither)"
+        )
+        return
+    _expect(state is not None, f"{where}: the env has a state_space but the step's state is None")
+    expected = (env.num_envs, *space.shape)
+    _expect(np.shape(state) == expected, f"{where}: state must have shape {expected}, got {np.shape(state)}")
+
+
 def _check_agent_shapes(env: MultiAgentVectorEnv, ts: MultiAgentTimeStep, where: str) -> None:
     n = env.num_envs
     _expect(
@@ -230,6 +244,7 @@ def _check_agent_shapes(env: MultiAgentVectorEnv, ts: MultiAgentTimeStep, where:
         f"{where}: episode_end must be bool with shape ({n},), got {np.asarray(ts.episode_end).dtype} "
         f"{np.shape(ts.episode_end)}",
     )
+    _check_state(env, ts, where)
     for agent in env.possible_agents:
         _expect(
             agent in ts.steps, f"{where}: steps has no TimeStep for agent {agent!r} (every possible agent)"
@@ -277,7 +292,9 @@ def check_multi_agent_env(
     1); prev_action is the action the agent was sent at its previous step; after its LAST an agent
     is inactive until the episode ends; ``episode_end`` only when no agent of the slot is still
     going; at the slot's next step the agents present get FIRST; a returned step is not changed by
-    later steps; the same reset seed gives the same first observations. Returns counts seen.
+    later steps; the same reset seed gives the same first observations; the optional global
+    ``state`` is given with every step, shaped ``[num_envs, *state_space.shape]``, exactly when the env
+    has a ``state_space``. Returns counts seen.
     """
     rng = np.random.default_rng(seed)
     counts = {"env_steps": 0, "agent_steps": 0, "episodes": 0, "agents_terminated": 0, "agents_truncated": 0}

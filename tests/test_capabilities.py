@@ -29,6 +29,19 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
     }
 
 
+def test_mappo_declares_multi_agent_feed_forward_discrete_and_continuous_on_both_backends():
+    caps = registry.load_algorithm("mappo").capabilities()
+    assert caps == {
+        "discrete": True,
+        "continuous": True,
+        "multi_discrete": False,  # its numpy actor and critic input cover Discrete and Box
+        "composite": False,
+        "backends": ["tf", "torch"],
+        "multi_agent": True,  # a centralised critic over the agents (issue 36)
+        "recurrent": False,  # the actor and the critic are MLPs
+    }
+
+
 def test_continuous_env_with_a_discrete_only_algorithm_fails_before_training(tmp_path):
     config = config_mod.resolve(small_config(tmp_path, env={"name": "Pendulum-v1"}))
     with pytest.raises(UnsupportedError) as raised:

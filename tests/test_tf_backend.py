@@ -435,6 +435,7 @@ BUILTIN_ALGORITHMS = [
     "impala",
     "iql",
     "iqn",
+    "mappo",
     "marwil",
     "pg",
     "ppo",

@@ -314,6 +314,28 @@ class NumpyActorCritic:
         return np.concatenate([head, np.broadcast_to(self.log_std, head.shape)], axis=-1)
 
 
+class NumpyActor(NumpyActorCritic):
+    """The numpy twin of an actor whose value function is not on its observation (mappo: a
+    centralised critic, ``critic/...``, on the critic input): the catalog policy MLP
+    (``policy/hidden_<i>``, ``policy/output``, ``policy/log_std``) acting as
+    :class:`NumpyActorCritic` does, with values 0. Why a subclass: acting, sampling noise, deferred
+    log-probabilities and their checkpointed generator stay the ones every policy uses."""
+
+    def __init__(self, action_space: Space, hidden_layers: int, activation: str, seed: int | None = None):
+        super().__init__(action_space, hidden_layers, activation, True, seed, None)
+
+    def load(self, weights: dict[str, np.ndarray], version: int) -> None:
+        """The policy MLP as the shared trunk of the fused layout, with a zero value head."""
+        actor = {key: value for key, value in weights.items() if key.startswith("policy/")}
+        for i in range(self.hidden_layers):
+            for part in ("kernel", "bias"):
+                actor[f"shared/hidden_{i}/{part}"] = weights[f"policy/hidden_{i}/{part}"]
+        width = np.shape(weights["policy/output/kernel"])[0]
+        actor["value/output/kernel"] = np.zeros((width, 1), np.float32)
+        actor["value/output/bias"] = np.zeros(1, np.float32)
+        super().load(actor, version)
+
+
 def fill_action_logp(actor: NumpyActorCritic | None, columns: dict[str, np.ndarray]) -> None:
     """A policy's :meth:`~rlgear.policy.Policy.finish_fragment` for rows its twin acted on with
     :meth:`NumpyActorCritic.act_deferred`: the :data:`POLICY_HEAD` column becomes ``action_logp``."""

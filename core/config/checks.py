@@ -37,6 +37,8 @@ def check_ranges(config: RunConfig, fail) -> None:
     positive["training.evaluation_episodes"] = training.evaluation_episodes
     for i, size in enumerate(config.model.hidden_sizes):
         positive[f"model.hidden_sizes[{i}]"] = size
+    for i, size in enumerate(config.model.critic_hidden_sizes or ()):
+        positive[f"model.critic_hidden_sizes[{i}]"] = size
     if config.model.lstm:
         positive["model.lstm_cell_size"] = config.model.lstm_cell_size
         positive["model.max_seq_len"] = config.model.max_seq_len

@@ -76,6 +76,11 @@ class ModelConfig:
         "Units of each hidden layer of the MLP; at least one layer (a linear policy needs model.custom).",
         factory=lambda: [64, 64],
     )
+    critic_hidden_sizes: list[int] | None = doc(
+        "mappo: units of each hidden layer of the centralised critic (a network of its own, on "
+        "training.critic_input); null: model.hidden_sizes. Other algorithms ignore it.",
+        None,
+    )
     activation: Literal["tanh", "relu", "elu", "silu"] = doc("Hidden-layer activation.", "tanh")
     vf_share_layers: bool = doc(
         "Share the hidden layers between policy and value function (else two separate MLPs).", False

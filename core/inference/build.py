@@ -7,6 +7,8 @@ names) and the policy's config says the details:
 * ``lstm/...``: the catalog LSTM actor-critic (``model.lstm``, ``lstm_use_prev_*``);
 * ``policy/output`` and ``value/output``: the catalog actor-critic MLP (ppo, a2c, a3c, pg,
   impala, appo), ``model.vf_share_layers``;
+* ``policy/output`` and ``critic/output``: mappo's actor, the catalog policy MLP (its centralised
+  critic needs inputs a deployed agent does not have, so the runtime acts with the actor alone);
 * ``policy/output`` and ``q/...``: the tanh actor of SAC (output ``2 x actions``: means, log
   stds) or TD3/DDPG (output ``actions``); with a Discrete action space, discrete SAC's
   categorical actor (output: the logits);
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.blocks.inference import NumpyActorCritic
+from rlgear.blocks.inference import NumpyActor, NumpyActorCritic
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.blocks.q_inference import NumpyQNetwork
 from rlgear.blocks.squashed_inference import NumpyTanhActor
@@ -71,6 +73,10 @@ def build_policy(read: CheckpointPolicy) -> Any:
             lstm = NumpyLSTMActorCritic(action_space, model, None, conv)
             lstm.load(read.weights, 0)
             return LSTMRuntime(obs_space, action_space, config, lstm)
+        if "policy/output/kernel" in names and "critic/output/kernel" in names:  # mappo: the actor alone
+            actor = NumpyActor(action_space, len(model.hidden_sizes), model.activation)
+            actor.load(read.weights, 0)
+            return ActorCriticRuntime(obs_space, action_space, config, actor)
         if "policy/output/kernel" in names and "value/output/kernel" in names:
             mlp = NumpyActorCritic(
                 action_space, len(model.hidden_sizes), model.activation, bool(model.vf_share_layers),

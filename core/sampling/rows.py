@@ -18,6 +18,9 @@ from rlgear.sampling.collector import PolicyCollector
 from rlgear.timestep import StepType, TimeStep
 
 _FIRST, _LAST = int(StepType.FIRST), int(StepType.LAST)
+#: The column recording, per row, the behaviour log-probability of an action the env reports as
+#: taken already (NaN where the policy acted); merged into ``action_logp`` once the policy filled it.
+TAKEN_LOGP = "_taken_action_logp"
 
 
 class PolicyStream:
@@ -40,6 +43,7 @@ class PolicyStream:
         self.t = np.zeros(slots.num_slots, dtype=np.int64)  # each agent's step index in its episode
         self.ts: TimeStep | None = None
         self.ts_active: np.ndarray | None = None
+        self.state: np.ndarray | None = None  # the env's global state per slot now, when it gives one
         #: complete_episodes: per slot, the rows of its agent's episode so far
         self.partial: list[list[dict[str, np.ndarray]]] = [[] for _ in range(slots.num_slots)]
 
@@ -114,3 +118,31 @@ def drop_invalid_rows(fragment: dict[str, np.ndarray], valid: np.ndarray) -> int
 
 def _empty_like(table: dict[str, np.ndarray]) -> SampleBatch:
     return SampleBatch({key: values[:0, 0] for key, values in table.items()})
+
+
+def _with_taken(
+    ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The actions to record where the env reports some as taken already (``ts.taken``), and the
+    :data:`TAKEN_LOGP` column (NaN where the policy's own action stands). Value predictions stay the
+    policy's: postprocessing (GAE) bootstraps from the learner's values, whoever acted."""
+    logp = np.full(len(ts.step_type), np.nan, dtype=np.float32)
+    taken = ts.taken
+    if taken is not None and np.count_nonzero(taken.rows):
+        rows = taken.rows
+        actions = np.array(actions, copy=True)
+        actions[rows] = np.asarray(taken.actions)[rows].astype(actions.dtype, copy=False)
+        logp[rows] = taken.action_logp[rows]
+    return actions, {**extras, TAKEN_LOGP: logp}
+
+
+def _merge_taken_logp(columns: dict[str, np.ndarray]) -> None:
+    """``action_logp`` of the taken rows becomes the one their actor reported (the behaviour policy's,
+    which importance ratios need), once the policy has filled the column for its own rows."""
+    taken = columns.pop(TAKEN_LOGP, None)
+    if taken is None or SampleBatch.ACTION_LOGP not in columns:
+        return
+    where = ~np.isnan(taken)
+    if np.count_nonzero(where):
+        own = columns[SampleBatch.ACTION_LOGP]
+        columns[SampleBatch.ACTION_LOGP] = np.where(where, taken, own).astype(own.dtype, copy=False)

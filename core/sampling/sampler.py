@@ -34,15 +34,19 @@ from rlgear.sampling.agents import AgentSlots, OneAgentEnv, check_policy_spaces
 from rlgear.sampling.collector import PolicyCollector, take_rows
 from rlgear.sampling.episode_recorder import EpisodeRecorder
 from rlgear.sampling.metrics import Episode, env_info_row, reported_env_return
-from rlgear.sampling.rows import PolicyStream, _empty_like, drop_invalid_rows
+from rlgear.sampling.rows import (  # TAKEN_LOGP and the taken-action helpers are importable from here too
+    PolicyStream,
+    _empty_like,
+    _merge_taken_logp,
+    _with_taken,
+    drop_invalid_rows,
+)
 from rlgear.sampling.sequences import chop_into_sequences
 from rlgear.timestep import StepType, TimeStep
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 _NOT_RUNNING = object()  # _running's default: no episode start seen in that slot
-#: The column recording, per row, the behaviour log-probability of an action the env reports as
-#: taken already (NaN where the policy acted); merged into ``action_logp`` once the policy filled it.
-TAKEN_LOGP = "_taken_action_logp"
+STATE = "state"  # the column of the env's global state (MultiAgentTimeStep.state), when it gives one
 
 
 class Sampler:
@@ -131,10 +135,12 @@ class Sampler:
             stream.ts_active = mts.active[OneAgentEnv.AGENT]
             self._track(mts)
             return
+        state = mts.state  # the env's global state: recorded with each row only when the env gives one
         for stream in self.streams.values():
             ts, active = stream.slots.gather(mts)
             stream.ts = stream.collector.observe(ts, valid=active)
             stream.ts_active = active
+            stream.state = None if state is None else state[stream.slots.env_of_slot]
         self._track(mts)
 
     def _track(self, mts: MultiAgentTimeStep) -> None:
@@ -335,6 +341,8 @@ class Sampler:
             eps_id += stream.slots.agent_of_slot
             t = stream.t.copy()
             stream.t += active & (ts.step_type != _LAST)
+            if stream.state is not None:
+                extras = {**extras, STATE: stream.state}
         row = {
             SampleBatch.OBS: ts.observation,
             SampleBatch.ACTIONS: actions,
@@ -378,7 +386,13 @@ class Sampler:
         return {pid: self._window(stream) for pid, stream in self.streams.items()}
 
     def cut(self, window: dict[str, dict[str, Any]]) -> dict[str, SampleBatch]:
-        """Each policy's training rows of the windows :meth:`record` gave."""
+        """Each policy's training rows of the windows :meth:`record` gave. A postprocess function with
+        a ``window_columns(window, possible_agents, policies)`` attribute (mappo's critic input) adds
+        columns to every policy's window first: rows of all policies at the same env steps."""
+        add_columns = getattr(self.postprocess_fn, "window_columns", None)
+        if add_columns is not None:
+            policies = {pid: stream.collector.policy for pid, stream in self.streams.items()}
+            add_columns(window, self.possible_agents, policies)
         return {pid: self._cut(stream, window) for pid, stream in self.streams.items()}
 
     def sample(self, fragment_length: int) -> MultiAgentBatch:
@@ -402,6 +416,12 @@ class Sampler:
         (``[T_e, 1]`` time-major).
         """
         ev = self.evaluator
+        if getattr(self.postprocess_fn, "window_columns", None) is not None:
+            raise UnsupportedError(
+                "workers.batch_mode: complete_episodes: this algorithm builds columns (mappo: the critic "
+                "input) from all agents' rows of each fragment, which whole episodes do not have; use "
+                "truncate_episodes"
+            )
         if not self.single_agent and ev._hooked("on_postprocess_fragment"):
             raise UnsupportedError(
                 "workers.batch_mode: complete_episodes: the on_postprocess_fragment hook (the "
@@ -494,6 +514,7 @@ class Sampler:
             "valid": valid,
             "agents": list(stream.slots.agents),
             "num_envs": self.num_envs,
+            "recorded": n,  # the fragment's own rows: the last n (a carried row comes first)
             "bootstrap_active": active[-1].copy() if self.bootstrap_row and n else None,
         }
 
@@ -552,34 +573,6 @@ class Sampler:
         if collector.policy.recurrent and not getattr(self.postprocess_fn, "makes_own_sequences", False):
             rows_out = chop_into_sequences(rows_out, collector.policy.max_seq_len)
         return rows_out
-
-
-def _with_taken(
-    ts: TimeStep, actions: np.ndarray, extras: dict[str, np.ndarray]
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The actions to record where the env reports some as taken already (``ts.taken``), and the
-    :data:`TAKEN_LOGP` column (NaN where the policy's own action stands). Value predictions stay the
-    policy's: postprocessing (GAE) bootstraps from the learner's values, whoever acted."""
-    logp = np.full(len(ts.step_type), np.nan, dtype=np.float32)
-    taken = ts.taken
-    if taken is not None and np.count_nonzero(taken.rows):
-        rows = taken.rows
-        actions = np.array(actions, copy=True)
-        actions[rows] = np.asarray(taken.actions)[rows].astype(actions.dtype, copy=False)
-        logp[rows] = taken.action_logp[rows]
-    return actions, {**extras, TAKEN_LOGP: logp}
-
-
-def _merge_taken_logp(columns: dict[str, np.ndarray]) -> None:
-    """``action_logp`` of the taken rows becomes the one their actor reported (the behaviour policy's,
-    which importance ratios need), once the policy has filled the column for its own rows."""
-    taken = columns.pop(TAKEN_LOGP, None)
-    if taken is None or SampleBatch.ACTION_LOGP not in columns:
-        return
-    where = ~np.isnan(taken)
-    if np.count_nonzero(where):
-        own = columns[SampleBatch.ACTION_LOGP]
-        columns[SampleBatch.ACTION_LOGP] = np.where(where, taken, own).astype(own.dtype, copy=False)
 
 
 __all__ = ["OneAgentEnv", "Sampler", "check_policy_spaces", "drop_invalid_rows"]

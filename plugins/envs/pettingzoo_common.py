@@ -184,7 +184,25 @@ class StepArrays:
             )
             for agent in self.active
         }
-        return MultiAgentTimeStep(steps=steps, active=self.active, episode_end=self.episode_end)
+        states = getattr(self._env, "states", None)
+        return MultiAgentTimeStep(
+            steps=steps,
+            active=self.active,
+            episode_end=self.episode_end,
+            state=None if states is None else states(),
+        )
+
+
+def _state_space(env: Any, name: str) -> Space | None:
+    """The env's global-state space as an rlgear space, or None when it has none (``state_space`` is
+    missing, or ``state()`` is not implemented: PettingZoo's classic games)."""
+    try:
+        space = env.state_space
+    except (AttributeError, NotImplementedError):
+        return None
+    if space is None:
+        return None
+    return convert_space(space, "state", name)
 
 
 def _vector_info(rows: dict[int, dict[str, Any]] | None, n: int) -> dict[str, Any] | None:
@@ -251,6 +269,8 @@ class PettingZooVectorEnv(MultiAgentVectorEnv):
         self.observation_spaces, self.action_spaces = agent_spaces(
             envs[0], self.possible_agents, name, mask_in_info
         )
+        #: PettingZoo's global state (``state_space``/``state()``), when the env defines one (MPE does)
+        self.state_space = _state_space(envs[0], name)
         self._zero_actions = {
             agent: zero_actions(space, self.num_envs) for agent, space in self.action_spaces.items()
         }
@@ -259,6 +279,17 @@ class PettingZooVectorEnv(MultiAgentVectorEnv):
             for agent, space in self.action_spaces.items()
             if isinstance(space, Discrete)
         }
+
+    def states(self) -> np.ndarray | None:
+        """Every slot's ``state()`` now, ``[num_envs, ...]`` (a fresh array), or None without a state."""
+        if self.state_space is None:
+            return None
+        return np.stack(
+            [
+                np.asarray(env.state(), dtype=getattr(self.state_space, "dtype", np.float32))
+                for env in self.envs
+            ]
+        )
 
     def zero_actions(self, agent: str) -> np.ndarray:
         """Fresh zero prev_action rows for ``agent`` (every slot)."""
