@@ -381,6 +381,7 @@ def listing_row(stdout: str, name: str) -> str:
     return rows[0]
 
 
+@pytest.mark.xdist_group("plugin_listings")  # one xdist worker runs the module fixture
 def test_plugins_command_reports_broken_plugins_and_keeps_the_others(plugin_listings):
     out = plugin_listings["fakeplug"]
     assert out.returncode == 0, out.stderr
@@ -398,18 +399,21 @@ def test_plugins_command_reports_broken_plugins_and_keeps_the_others(plugin_list
     assert "needs_tf cannot be loaded" not in text  # not listed among the load errors
 
 
+@pytest.mark.xdist_group("plugin_listings")  # one xdist worker runs the module fixture
 def test_plugins_command_shows_the_install_hint_verbatim(plugin_listings):
     # The hint must survive the terminal rendering: "[tf]" is not markup.
     text = flat(plugin_listings["fakeplug"].stdout)
     assert "pip install 'rlgear[tf]'" in text
 
 
+@pytest.mark.xdist_group("plugin_listings")  # one xdist worker runs the module fixture
 def test_plugins_command_shows_package_and_version_of_builtins(plugin_listings):
     out = plugin_listings["fakeplug"]
     row = listing_row(out.stdout, "ppo")
     assert "algorithm" in row and "rlgear" in row and rlgear.__version__ in row
 
 
+@pytest.mark.xdist_group("plugin_listings")  # one xdist worker runs the module fixture
 def test_plugins_command_lists_hook_plugins(plugin_listings):
     # docs/plugins/index.md, "`rlgear plugins`": it lists every installed plugin of every kind;
     # rlgear.hooks is a plugin group.
@@ -418,6 +422,7 @@ def test_plugins_command_lists_hook_plugins(plugin_listings):
     assert "fakeplug" in row
 
 
+@pytest.mark.xdist_group("plugin_listings")  # one xdist worker runs the module fixture
 def test_plugins_command_survives_an_algorithm_that_is_not_a_trainer(plugin_listings):
     out = plugin_listings["wrongplug"]
     assert "Traceback" not in out.stdout + out.stderr, out.stderr
@@ -427,6 +432,7 @@ def test_plugins_command_survives_an_algorithm_that_is_not_a_trainer(plugin_list
     assert "rlgear.Trainer" in flat(out.stdout)
 
 
+@pytest.mark.xdist_group("plugin_listings")  # one xdist worker runs the module fixture
 def test_plugins_command_reports_a_hook_plugin_that_fails_to_import(plugin_listings):
     out = plugin_listings["wrongplug"]
     assert "Traceback" not in out.stdout + out.stderr
