@@ -19,20 +19,7 @@ import numpy as np
 
 from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv
 from rlgear.spaces import Box, Discrete
-from rlgear.timestep import StepType, TimeStep
-
-FIRST, MID, LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
-
-
-def _timestep(step_type, reward, discount, observation, prev_action, n) -> TimeStep:
-    return TimeStep(
-        step_type=np.asarray(step_type, dtype=np.int32),
-        reward=np.asarray(reward, dtype=np.float32),
-        discount=np.asarray(discount, dtype=np.float32),
-        observation=np.asarray(observation, dtype=np.float32),
-        prev_action=np.asarray(prev_action, dtype=np.int64),
-        env_id=np.arange(n, dtype=np.int32),
-    )
+from tests.multi_agent_envs import FIRST, LAST, MID, _timestep
 
 
 class ScriptedTeam(MultiAgentVectorEnv):
