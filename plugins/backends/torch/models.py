@@ -192,21 +192,25 @@ class ActorCriticMLP(nn.Module):
         names = {} if self.encoder is None else self.encoder.weight_names("shared", "encoder")
         bodies = ["shared_body"] if self.shared else ["policy_body", "value_body"]
         for body in bodies:
-            prefix = body.removesuffix("_body")
-            linears = [m for m in getattr(self, body) if isinstance(m, nn.Linear)]
-            index = 0
-            for i, module in enumerate(getattr(self, body)):
-                if isinstance(module, nn.Linear):
-                    names[f"{body}.{i}.weight"] = f"{prefix}/hidden_{index}/kernel"
-                    names[f"{body}.{i}.bias"] = f"{prefix}/hidden_{index}/bias"
-                    index += 1
-            assert index == len(linears)
+            names.update(body_weight_names(getattr(self, body), body, body.removesuffix("_body")))
         for head in ("policy", "value"):
             names[f"{head}_output.weight"] = f"{head}/output/kernel"
             names[f"{head}_output.bias"] = f"{head}/output/bias"
         if self.continuous:
             names["log_std"] = "policy/log_std"
         return names
+
+
+def body_weight_names(body: nn.Sequential, attribute: str, prefix: str) -> dict[str, str]:
+    """Neutral names of a dense stack's layers: ``<attribute>.<i>.weight`` -> ``<prefix>/hidden_<k>/kernel``
+    (and bias), ``k`` counting the Linear layers only (activations sit between them)."""
+    names, index = {}, 0
+    for i, module in enumerate(body):
+        if isinstance(module, nn.Linear):
+            names[f"{attribute}.{i}.weight"] = f"{prefix}/hidden_{index}/kernel"
+            names[f"{attribute}.{i}.bias"] = f"{prefix}/hidden_{index}/bias"
+            index += 1
+    return names
 
 
 def build_model(

@@ -12,7 +12,7 @@ from torch import nn
 from rlgear.plugins.algorithms.ppo.mappo.common import CentralisedCritic
 from rlgear.plugins.algorithms.ppo.mappo.critic_input import CRITIC_OBS
 from rlgear.plugins.algorithms.ppo.torch_policy import PPOTorchPolicy
-from rlgear.plugins.backends.torch.models import _dense_stack, _head
+from rlgear.plugins.backends.torch.models import _dense_stack, _head, body_weight_names
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Space, flat_dim
 
@@ -49,12 +49,7 @@ class MAPPOActorCritic(nn.Module):
     def weight_names(self) -> dict[str, str]:
         names = {}
         for body, prefix in (("policy_body", "policy"), ("critic_body", "critic")):
-            index = 0
-            for i, module in enumerate(getattr(self, body)):
-                if isinstance(module, nn.Linear):
-                    names[f"{body}.{i}.weight"] = f"{prefix}/hidden_{index}/kernel"
-                    names[f"{body}.{i}.bias"] = f"{prefix}/hidden_{index}/bias"
-                    index += 1
+            names.update(body_weight_names(getattr(self, body), body, prefix))
             names[f"{prefix}_output.weight"] = f"{prefix}/output/kernel"
             names[f"{prefix}_output.bias"] = f"{prefix}/output/bias"
         if self.continuous:
