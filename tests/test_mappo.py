@@ -32,7 +32,12 @@ def mappo_config(env: str | dict = "make_hidden_bonus", kwargs: dict | None = No
         if isinstance(env, dict)
         else {"adapter": "vector", "name": f"{ENVS}:{env}", "kwargs": dict(kwargs or {})},
         "workers": {"num_envs_per_worker": 4, "rollout_fragment_length": 16},
-        "training": {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2},
+        "training": {
+            "train_batch_size": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 2,
+            "value_normalization": True,
+        },
         "model": {"hidden_sizes": [16]},
         "logging": {"tensorboard": False, "progress": "none"},
     }
@@ -89,6 +94,7 @@ def test_a_run_without_a_state_records_no_state_column_and_one_with_it_records_t
     ppo = registry.load_algorithm("ppo")
     for state in (False, True):
         config = mappo_config("make_scripted", {"state": state}, algorithm="ppo")
+        del config["training"]["value_normalization"]  # a mappo key
         trainer = ppo(config)
         try:
             rows = trainer.workers.local_worker.sample().policy_batches["default"]
@@ -324,3 +330,19 @@ def test_remote_workers_build_the_critic_input_and_denormalize_with_the_learners
                 np.testing.assert_array_equal(remote[pid][key], value, err_msg=f"{pid}: {key}")
     finally:
         trainer.stop()
+
+
+def test_value_normalization_is_off_unless_asked_for():
+    """The default is false (docs/multi-agent.md says why); asking for it gives the policy statistics."""
+    for asked, expected in ((None, False), (True, True)):
+        config = mappo_config()
+        del config["training"]["value_normalization"]
+        if asked is not None:
+            config["training"]["value_normalization"] = asked
+        trainer = mappo()(config)
+        try:
+            policy = trainer.workers.local_worker.policy_map["default"]
+            assert (policy.value_norm is not None) is expected
+            assert any("value_norm" in k for k in policy.get_weights()) is expected
+        finally:
+            trainer.stop()

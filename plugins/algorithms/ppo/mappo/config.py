@@ -21,8 +21,11 @@ class MAPPOConfig(PPOConfig):
     )
     value_normalization: bool = doc(
         "MAPPO's ValueNorm: the critic predicts values normalized by a running, debiased mean and "
-        "variance of the value targets (updated once per train batch); GAE uses them denormalized.",
-        True,
+        "variance of the value targets (updated once per train batch); GAE uses them denormalized. "
+        "Off by default: with Adam it speeds the critic up by the values' scale, which on time-limited "
+        "envs at gamma near 1 (bootstrapped values far beyond an episode's return) gives noisy "
+        "advantages and slows learning (docs/multi-agent.md).",
+        False,
     )
 
     def check(self, fail) -> None:
