@@ -64,3 +64,23 @@ def test_wheel_maps_core_to_rlgear_and_registers_entry_points(tmp_path):
         "console_scripts",
     ):
         assert f"[{group}]" in text
+
+
+def test_the_offline_extra_installs_what_minaris_hdf5_storage_imports():
+    """minari's HDF5 storage imports PIL at import time, but minari[hdf5] does not require pillow:
+    a venv with only ``rlgear[torch,offline]`` failed to record a dataset ("No module named 'PIL'")
+    until the extra listed it. Read from minari's own source, so a minari that stops importing PIL
+    (or starts importing something else unlisted) shows up here."""
+    import configparser
+    import importlib.util
+
+    spec = importlib.util.find_spec("minari")
+    if spec is None:
+        pytest.skip("needs the offline extra: pip install 'rlgear[offline]'")
+    storage = Path(spec.origin).parent / "dataset" / "_storages" / "hdf5_storage.py"
+    source = storage.read_text()
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    offline = [line.strip().lower() for line in parser["options.extras_require"]["offline"].splitlines()]
+    if "from PIL import" in source or "import PIL" in source:
+        assert "pillow" in offline, offline
