@@ -201,6 +201,21 @@ def test_an_interrupted_run_leaves_a_valid_dataset_of_its_finished_episodes(tmp_
     assert [p.name for p in tmp_path.iterdir() if ".partial" in p.name] == []
 
 
+def test_a_recorder_that_fails_at_setup_leaves_nothing_on_disk(tmp_path, monkeypatch):
+    """minari's storage can fail while the dataset is created (a space it can't hold; before the
+    offline extra listed pillow, 'No module named PIL'): the run's error, and no ``.partial`` folder."""
+    from minari.dataset.minari_storage import MinariStorage
+
+    def fail(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'PIL'")
+
+    monkeypatch.setattr(MinariStorage, "new", staticmethod(fail))
+    config = small_config(tmp_path, env=CARTPOLE, offline={"output": str(tmp_path / "ds")})
+    with pytest.raises(ModuleNotFoundError, match="PIL"):
+        rlgear.train(config)
+    assert [p.name for p in tmp_path.iterdir() if ".partial" in p.name or p.name == "ds"] == []
+
+
 # ------------------------------------------------------------------ reading
 
 

@@ -71,48 +71,52 @@ class DatasetRecorder:
         if self.partial.exists():
             shutil.rmtree(self.partial)
         self.partial.mkdir(parents=True)
-        self.episodes_written = 0
-        self.steps_written = 0
-        self.has_action_logp: bool | None = None
-        self.closed = False
-        storage = MinariStorage.new(  # metadata.json now (a bad space fails here, at setup)
-            self.partial / DATA_FOLDER,
-            observation_space=to_gym(observation_space),
-            action_space=to_gym(action_space),
-            env_spec=_env_spec(config),
-            data_format="hdf5",
-            jpeg_encoding=False,  # lossless: what is read back is what the env gave
-        )
-        metadata: dict[str, Any] = {
-            "dataset_id": self.location.name,
-            "algorithm_name": str(config.algorithm),
-            "minari_version": _minari_version(),
-            "rlgear_env": str(config.env.name),
-            **_env_record(config),
-        }
-        if self.offline.output_author:
-            metadata["author"] = {self.offline.output_author}
-        if self.offline.output_description:
-            metadata["description"] = self.offline.output_description
-        storage.update_metadata(metadata)
-        # fork: no re-import of the user's __main__ (spawn would run an unguarded script again);
-        # the child touches no lock of the parent's threads (only its own queue, minari and h5py)
-        context = multiprocessing.get_context("fork")
-        self._queue = context.Queue()
-        self._results = context.Queue()
-        self._process = context.Process(
-            target=_write_loop,
-            args=(
-                self._queue,
-                self._results,
+        try:
+            self.episodes_written = 0
+            self.steps_written = 0
+            self.has_action_logp: bool | None = None
+            self.closed = False
+            storage = MinariStorage.new(  # metadata.json now (a bad space fails here, at setup)
                 self.partial / DATA_FOLDER,
-                self.offline.output_flush_episodes,
-                os.getpid(),
-            ),
-            name="rlgear-dataset-writer",
-            daemon=True,
-        )
-        self._process.start()
+                observation_space=to_gym(observation_space),
+                action_space=to_gym(action_space),
+                env_spec=_env_spec(config),
+                data_format="hdf5",
+                jpeg_encoding=False,  # lossless: what is read back is what the env gave
+            )
+            metadata: dict[str, Any] = {
+                "dataset_id": self.location.name,
+                "algorithm_name": str(config.algorithm),
+                "minari_version": _minari_version(),
+                "rlgear_env": str(config.env.name),
+                **_env_record(config),
+            }
+            if self.offline.output_author:
+                metadata["author"] = {self.offline.output_author}
+            if self.offline.output_description:
+                metadata["description"] = self.offline.output_description
+            storage.update_metadata(metadata)
+            # fork: no re-import of the user's __main__ (spawn would run an unguarded script again);
+            # the child touches no lock of the parent's threads (only its own queue, minari and h5py)
+            context = multiprocessing.get_context("fork")
+            self._queue = context.Queue()
+            self._results = context.Queue()
+            self._process = context.Process(
+                target=_write_loop,
+                args=(
+                    self._queue,
+                    self._results,
+                    self.partial / DATA_FOLDER,
+                    self.offline.output_flush_episodes,
+                    os.getpid(),
+                ),
+                name="rlgear-dataset-writer",
+                daemon=True,
+            )
+            self._process.start()
+        except BaseException:  # a bad space, a missing module: leave nothing half-written
+            shutil.rmtree(self.partial, ignore_errors=True)
+            raise
 
     def add(self, packed: dict[str, Any]) -> None:
         """Hand finished episodes (packed, as ``EpisodeRecorder.pop`` gives them) to the writer;
