@@ -161,6 +161,18 @@ def test_target_networks_are_copied_every_target_network_update_freq_env_steps()
         trainer.stop()
 
 
+def test_reset_config_takes_new_hyperparameters_but_not_new_networks():
+    config = qmix_config()
+    trainer = trainer_of(config)
+    try:
+        assert trainer.reset_config({**config, "training": {**config["training"], "lr": 1e-3}})
+        assert trainer.config.training.lr == 1e-3
+        for key, value in (("rnn_hidden_dim", 16), ("max_episode_len", 9), ("mixer", "vdn")):
+            assert not trainer.reset_config({**config, "training": {**config["training"], key: value}})
+    finally:
+        trainer.stop()
+
+
 # --- checkpoints, load, evaluate -----------------------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_checkpoint_round_trip_resumes_learning_identically(tmp_path, backend):

@@ -18,14 +18,28 @@ team agent in the rollout workers (the policies set ``groups_agents``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from rlgear import config as config_mod
 from rlgear.config import RunConfig, multiagent
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.qmix.acting import team_spaces
 from rlgear.plugins.algorithms.qmix.config import QMixConfig, VDNConfig
 from rlgear.plugins.algorithms.qmix.episodes import postprocess_episode
 from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
+
+#: Keys that shape the networks or the replay rows: reset_config() refuses to change them.
+NETWORK_KEYS = (
+    "mixer",
+    "rnn_hidden_dim",
+    "obs_last_action",
+    "obs_agent_id",
+    "mixing_embed_dim",
+    "hypernet_layers",
+    "hypernet_embed",
+    "max_episode_len",
+)
 
 
 class QMIX(ReplayTrainer):
@@ -133,6 +147,16 @@ class QMIX(ReplayTrainer):
             self.last_target_update = timesteps
             self.num_target_updates += 1
         return {}
+
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """As :meth:`ReplayTrainer.reset_config`; False also when the networks or the episode rows
+        would have to change (:data:`NETWORK_KEYS`)."""
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.training, new_config.training
+        if any(getattr(old, key) != getattr(new, key) for key in NETWORK_KEYS):
+            return False
+        return super().reset_config(new_config)
 
     # --- checkpoints -----------------------------------------------------------------------
     def get_algorithm_state(self) -> dict[str, Any]:
