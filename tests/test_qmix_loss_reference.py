@@ -9,7 +9,8 @@
 - The loss: double-Q targets (the online network's best allowed action per agent, valued by the
   target network) and plain ones (the target network's max over allowed actions), absent agents
   adding nothing, unfilled steps not counted, terminal and truncated discounts; the loss statistics
-  and one plain-SGD update of every weight (``lr x`` the finite-difference gradient of the reference).
+  and one plain-SGD update of every weight (``lr x`` the finite-difference gradient of the reference,
+  clipped to ``grad_clip`` where set).
 - Monotonicity: dQ_tot/dQ_a >= 0 for random states and weights, for the reference mixer and both
   backends' mixers; a planted variant without the absolute values fails the same check.
 """
@@ -192,6 +193,7 @@ CASES = {
     "qmix-plain-q": ("qmix", {"double_q": False}),
     "qmix-one-layer-hypernets": ("qmix", {"hypernet_layers": 1}),
     "qmix-no-last-action-no-id": ("qmix", {"obs_last_action": False, "obs_agent_id": False}),
+    "qmix-grad-clip": ("qmix", {"grad_clip": 0.5}),
     "vdn": ("vdn", {}),
     "vdn-plain-q": ("vdn", {"double_q": False}),
 }
@@ -213,7 +215,10 @@ def test_loss_stats_and_sgd_update_match_the_reference(backend, case):
     for key, value in expected.items():
         assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
     assert stats["grad_gnorm"] == pytest.approx(global_norm(grads), rel=1e-3)
-    assert_sgd(update, grads, policy.config.training.lr)
+    training = policy.config.training
+    if training.grad_clip is not None:
+        assert global_norm(grads) > training.grad_clip  # the case clips
+    assert_sgd(update, grads, training.lr, training.grad_clip)
     if algorithm == "qmix":
         assert any(np.abs(grads[k]).max() > 0 for k in grads if k.startswith("mixer/"))
     else:
