@@ -43,8 +43,7 @@ def test_spaces_and_layout_with_the_env_state():
     ts = env.reset(seed=0)
     agents, state, present = layout.split(ts.observation)
     np.testing.assert_array_equal(present, 1.0)
-    np.testing.assert_array_equal(state, env.env._mts(  # the env's own state of this step
-        np.zeros(2, int), np.zeros(2), np.ones(2), (np.zeros(2, int),) * 2, np.zeros(2, bool)).state)  # fmt: skip
+    np.testing.assert_array_equal(state, make_hidden_bonus(2).reset(seed=0).state)  # the env's own state
     assert agents.shape == (2, 2, 4)
     assert np.all(ts.observation[:, :2, 5:] == 0)  # padding of the agent rows
 

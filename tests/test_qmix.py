@@ -133,14 +133,17 @@ def test_a_run_groups_the_team_stores_episodes_and_learns(backend, algorithm):
         trainer.stop()
 
 
-def test_the_team_return_is_the_sum_of_the_agents_rewards():
-    """Both agents of make_match get 1 when both pick the target, so a team episode's return is
-    twice its matched steps: even, and equal to what the replay rows hold."""
+def test_the_episode_return_is_the_team_return_the_buffer_holds():
+    """``episode_return_mean`` is the mean over episodes of the team's summed reward: the same
+    figure as the stored episodes' rewards (make_match pays both agents 1 per matched step, so each
+    team return is even)."""
     trainer = trainer_of(qmix_config())
     try:
-        trainer.train()
-        rows = trainer.replay_buffer.sample(8)
-        returns = np.asarray(rows["ep_rewards"]).sum(axis=1)
+        result = trainer.train()  # 4 episodes, all in the buffer and in the metrics window
+        arrays, _ = trainer.replay_buffer.get_state()
+        returns = arrays["columns/ep_rewards"].sum(axis=1)
+        assert len(returns) == result["episodes_total"] == 4
+        assert result["episode_return_mean"] == pytest.approx(returns.mean())
         assert np.all(returns % 2 == 0)
     finally:
         trainer.stop()
