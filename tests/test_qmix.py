@@ -91,11 +91,18 @@ def test_an_episode_longer_than_max_episode_len_names_the_key():
         trainer.stop()
 
 
-def test_a_single_agent_env_is_refused():
-    config = qmix_config(env="CartPole-v1")
+def test_a_single_agent_env_runs_as_a_team_of_one():
+    """The one-agent case, as everywhere in rlgear (and what ``rlgear plugins --check`` runs)."""
+    config = qmix_config(training={"max_episode_len": 500})
     config["env"] = {"adapter": "gymnasium", "name": "CartPole-v1"}
-    with pytest.raises(RLGearError, match="multi-agent env"):
-        trainer_of(config)
+    trainer = trainer_of(config)
+    try:
+        assert isinstance(trainer.workers.local_worker.env, AgentGroups)
+        assert trainer.workers.local_worker.env.observation_space.shape == (2, 5)  # the agent, the state
+        result = trainer.train()
+        assert result["episodes_total"] == len(trainer.replay_buffer) > 0
+    finally:
+        trainer.stop()
 
 
 def test_agents_with_different_action_spaces_are_refused_naming_them():

@@ -7,7 +7,8 @@ second layout, the team is grouped into one agent (RLlib's ``with_agent_groups``
 :class:`AgentGroups` wraps a :class:`~rlgear.env.MultiAgentVectorEnv` and is a single-agent
 :class:`~rlgear.env.VectorEnv` (``rlgear.testing.check_vector_env`` holds for it), so the
 sampler's single-agent path, its episode metrics and its recurrent state per env slot apply as
-they are. A rollout worker wraps the env when its policy class sets ``groups_agents = True``.
+they are. A rollout worker wraps the env when its policy class sets ``groups_agents = True`` (a
+single-agent env first as :class:`~rlgear.sampling.agents.OneAgentEnv`: a team of one).
 
 The team's step, for ``n`` agents in ``possible_agents`` order:
 

@@ -132,10 +132,12 @@ class RolloutWorker:
             worker_index=worker_index,
             **options,
         )
-        if getattr(policy_class, "groups_agents", False) and isinstance(self.env, MultiAgentVectorEnv):
-            # a team learner (qmix, vdn): every agent of an env step in one row (agent_groups.py)
+        if getattr(policy_class, "groups_agents", False):
+            # a team learner (qmix, vdn): every agent of an env step in one row (agent_groups.py); a
+            # single-agent env is a team of one, as it is the one-agent case everywhere else
             try:
-                self.env = AgentGroups(self.env)
+                inner = self.env if isinstance(self.env, MultiAgentVectorEnv) else OneAgentEnv(self.env)
+                self.env = AgentGroups(inner)
             except BaseException:
                 self.env.close()
                 raise

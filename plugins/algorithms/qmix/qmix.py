@@ -60,7 +60,8 @@ class QMIX(ReplayTrainer):
     #: the policy classes carry the same flag, which is what the workers read.
     groups_agents = True
     reads_datasets = False
-    check_overrides = {"workers": {"batch_mode": "complete_episodes"}}
+    #: rlgear plugins --check runs CartPole (a team of one agent), whose episodes last up to 500 steps.
+    check_overrides = {"workers": {"batch_mode": "complete_episodes"}, "training": {"max_episode_len": 500}}
     postprocess = staticmethod(postprocess_episode)
 
     @classmethod
@@ -118,14 +119,12 @@ class QMIX(ReplayTrainer):
 
     @classmethod
     def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
-        """A multi-agent env whose agents share one Discrete action space (grouped into a team)."""
+        """The spaces of a grouped team (the rollout workers group every env, a single-agent one as a
+        team of one; agents with different action spaces are refused there)."""
         try:
             team_spaces(observation_space, action_space)
-        except TypeError:
-            raise UnsupportedError(
-                f"algorithm '{cls.name}' learns a team of agents: env '{config.env.name}' must be a "
-                f"multi-agent env (its observations are {observation_space!r}, actions {action_space!r})"
-            ) from None
+        except TypeError as err:  # the rollout workers group every env, so this is a policy built elsewhere
+            raise UnsupportedError(f"algorithm '{cls.name}', env '{config.env.name}': {err}") from None
 
     def setup(self, config: RunConfig) -> None:
         super().setup(config)
