@@ -42,6 +42,21 @@ def test_mappo_declares_multi_agent_feed_forward_discrete_and_continuous_on_both
     }
 
 
+@pytest.mark.parametrize("name", ["qmix", "vdn"])
+def test_qmix_and_vdn_declare_multi_agent_recurrent_discrete_on_both_backends(name):
+    caps = registry.load_algorithm(name).capabilities()
+    assert caps == {
+        "discrete": True,  # each agent's actions; the grouped team acts in a MultiDiscrete
+        "continuous": False,
+        "multi_discrete": False,
+        "composite": False,
+        "backends": ["tf", "torch"],
+        "multi_agent": True,  # the agents are grouped into one team (issue 36)
+        "recurrent": True,  # the GRU agent network is built in (model.lstm is refused)
+    }
+    assert registry.load_algorithm(name).groups_agents
+
+
 def test_continuous_env_with_a_discrete_only_algorithm_fails_before_training(tmp_path):
     config = config_mod.resolve(small_config(tmp_path, env={"name": "Pendulum-v1"}))
     with pytest.raises(UnsupportedError) as raised:

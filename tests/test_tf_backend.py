@@ -440,11 +440,13 @@ BUILTIN_ALGORITHMS = [
     "pg",
     "ppo",
     "pqn",
+    "qmix",
     "qrdqn",
     "sac",
     "td3",
     "tqc",
     "trpo",
+    "vdn",
 ]
 #: Torch only (none today: every builtin has a tf policy).
 TORCH_ONLY: set[str] = set()

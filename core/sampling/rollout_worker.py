@@ -35,6 +35,7 @@ from rlgear.env import MultiAgentVectorEnv, VideoRequest
 from rlgear.errors import UnsupportedError
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
+from rlgear.sampling.agent_groups import AgentGroups
 from rlgear.sampling.collector import PolicyCollector
 from rlgear.sampling.postprocessing import trainable_rows
 from rlgear.sampling.sampler import (  # drop_invalid_rows: re-exported, it lived here
@@ -82,7 +83,9 @@ class RolloutWorker:
 
     Args:
         config: the resolved RunConfig.
-        policy_class: the algorithm's policy class for the backend in use.
+        policy_class: the algorithm's policy class for the backend in use. One that sets
+            ``groups_agents = True`` (qmix, vdn) gets a multi-agent env as one team agent
+            (:class:`~rlgear.sampling.agent_groups.AgentGroups`).
         env_adapter_class: the EnvAdapter plugin class.
         postprocess_fn: ``(fragment, policy, config) -> rows``; see
             :mod:`rlgear.sampling.postprocessing`.
@@ -129,6 +132,15 @@ class RolloutWorker:
             worker_index=worker_index,
             **options,
         )
+        if getattr(policy_class, "groups_agents", False):
+            # a team learner (qmix, vdn): every agent of an env step in one row (agent_groups.py); a
+            # single-agent env is a team of one, as it is the one-agent case everywhere else
+            try:
+                inner = self.env if isinstance(self.env, MultiAgentVectorEnv) else OneAgentEnv(self.env)
+                self.env = AgentGroups(inner)
+            except BaseException:
+                self.env.close()
+                raise
         self.num_envs = self.env.num_envs
         self.multi_agent = isinstance(self.env, MultiAgentVectorEnv)
         try:

@@ -1,0 +1,229 @@
+"""Agent groups: a team of agents presented as one agent whose rows are whole env steps (numpy only).
+
+Why: a value-decomposition learner (``qmix``, ``vdn``) learns one team value from every agent's
+step at once, so it needs team-level rows: all agents' observations, actions and the env's global
+state of one env step in one row. rlgear's sampler keeps per-agent rows; rather than teach it a
+second layout, the team is grouped into one agent (RLlib's ``with_agent_groups`` does the same).
+:class:`AgentGroups` wraps a :class:`~rlgear.env.MultiAgentVectorEnv` and is a single-agent
+:class:`~rlgear.env.VectorEnv` (``rlgear.testing.check_vector_env`` holds for it), so the
+sampler's single-agent path, its episode metrics and its recurrent state per env slot apply as
+they are. A rollout worker wraps the env when its policy class sets ``groups_agents = True`` (a
+single-agent env first as :class:`~rlgear.sampling.agents.OneAgentEnv`: a team of one).
+
+The team's step, for ``n`` agents in ``possible_agents`` order:
+
+* observation: a float32 ``Box`` ``[n + 1, W]`` (see :func:`team_layout`). Row ``a < n`` is agent
+  ``a``: column 0 its presence flag (1 where it acts this step), then its flat observation
+  (preprocessed as the evaluator would: Dict parts flattened, Discrete one-hot), zero-padded to
+  the widest agent's; zeros for an absent agent. Row ``n`` is the global state: the env's
+  ``state`` when it gives one (:attr:`~rlgear.env.MultiAgentVectorEnv.state_space`), else every
+  agent's row concatenated. ``W = 1 + max(obs width, state width)``. Columns that are padding have
+  bounds pinned to 0, so a model reads the true widths off the space (a plain Box, which survives
+  checkpoints' JSON unchanged; a Dict would be flattened by the preprocessor and lose the layout).
+* with agents whose observations carry an ``action_mask``: ``Dict(observation=that Box,
+  action_mask=MultiBinary(n * actions))``, the agents' masks one block each (all allowed for an
+  agent without a mask or absent), which the evaluator's preprocessing reads as the mask of the
+  team's ``MultiDiscrete`` action.
+* action: ``MultiDiscrete([actions] * n)``; every agent must have the same ``Discrete`` space.
+* reward: the sum of the agents' rewards of that step (EPyMARL's ``common_reward`` with
+  ``reward_scalarisation: sum``), so ``episode_return_mean`` is the team's summed return.
+* step type: LAST at the env's episode end (every agent done), FIRST after it, MID otherwise.
+  Discount at LAST: 0 when an agent acting at that step terminated (discount 0) or none acts
+  there any more, 1 when the env truncated (the team's return bootstraps).
+
+An agent that terminates before the team is absent from its own LAST step on (its action there
+is ignored by the env, and it has no value to bootstrap), so its presence flag is 0 there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv, VectorEnv
+from rlgear.errors import ConfigError
+from rlgear.policy import flatten_observations
+from rlgear.preprocessing import ACTION_MASK_KEY, ObservationPreprocessor
+from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Space, flat_dim
+from rlgear.timestep import StepType, TimeStep
+
+__all__ = ["AgentGroups", "TeamLayout", "team_layout"]
+
+_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+#: The observation key of the team Box when the team observation is a Dict with an action mask.
+OBSERVATION_KEY = "observation"
+
+
+class TeamLayout:
+    """Where the parts of a team observation row are (read from the space, see :func:`team_layout`).
+
+    ``n_agents``; ``obs_columns`` / ``state_columns``: the column indices (past the presence flag,
+    i.e. into ``row[1:]``) that carry an agent's observation / the state; the rest is padding.
+    """
+
+    def __init__(self, n_agents: int, obs_columns: np.ndarray, state_columns: np.ndarray):
+        self.n_agents = n_agents
+        self.obs_columns = obs_columns
+        self.state_columns = state_columns
+
+    @property
+    def obs_dim(self) -> int:
+        return len(self.obs_columns)
+
+    @property
+    def state_dim(self) -> int:
+        return len(self.state_columns)
+
+    def split(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(agent_obs [..., n, obs_dim], state [..., state_dim], agent_mask [..., n])`` of
+        team observations ``[..., n + 1, W]``."""
+        n = self.n_agents
+        agents = obs[..., :n, 1:][..., self.obs_columns]
+        state = obs[..., n, 1:][..., self.state_columns]
+        return agents, state, obs[..., :n, 0]
+
+
+def team_layout(space: Space) -> TeamLayout:
+    """The layout of a team observation space (the ``Box`` :class:`AgentGroups` makes), or a
+    ValueError saying why ``space`` is not one."""
+    if not isinstance(space, Box) or len(space.shape) != 2 or space.shape[0] < 2 or space.shape[1] < 2:
+        raise ValueError(
+            f"expected a team observation (a Box [agents + 1, width] made by agent grouping), got {space!r}"
+        )
+    pinned = (space.low == 0) & (space.high == 0)
+    agents = ~pinned[:-1, 1:]
+    return TeamLayout(space.shape[0] - 1, np.flatnonzero(agents.any(axis=0)), np.flatnonzero(~pinned[-1, 1:]))
+
+
+def _agent_parts(env: MultiAgentVectorEnv) -> tuple[dict[str, ObservationPreprocessor], int]:
+    """Each agent's preprocessor and the (shared) number of actions; refuses what cannot be grouped."""
+    agents = tuple(env.possible_agents)
+    spaces = {a: env.action_spaces[a] for a in agents}
+    if not all(isinstance(s, Discrete) for s in spaces.values()) or len({s.n for s in spaces.values()}) != 1:
+        listed = ", ".join(f"{a}: {s!r}" for a, s in spaces.items())
+        raise ConfigError(
+            f"agent grouping needs every agent to have the same Discrete action space, got {listed}"
+        )
+    preprocessors = {}
+    for agent in agents:
+        pre = ObservationPreprocessor(env.observation_spaces[agent], spaces[agent], agent)
+        space = pre.observation_space
+        if isinstance(space, Box) and len(space.shape) == 3:
+            raise ConfigError(
+                f"agent grouping flattens each agent's observation into a row; agent {agent} observes an "
+                f"image {space!r} (conv nets are not supported by agent grouping)"
+            )
+        preprocessors[agent] = pre
+    return preprocessors, int(next(iter(spaces.values())).n)
+
+
+class AgentGroups(VectorEnv):
+    """A :class:`MultiAgentVectorEnv` as one team agent (see the module docstring).
+
+    Agent observation spaces of different widths are zero-padded to the widest.
+    """
+
+    def __init__(self, env: MultiAgentVectorEnv):
+        self.env = env
+        self.num_envs = env.num_envs
+        self.agents = tuple(env.possible_agents)
+        self.preprocessors, self.num_actions = _agent_parts(env)
+        n = len(self.agents)
+        widths = [flat_dim(p.observation_space) for p in self.preprocessors.values()]
+        self.obs_dim = max(widths)
+        self.given_state = env.state_space is not None
+        self.state_dim = flat_dim(env.state_space) if self.given_state else n * self.obs_dim
+        width = 1 + max(self.obs_dim, self.state_dim)
+        low = np.zeros((n + 1, width), np.float32)
+        high = np.zeros((n + 1, width), np.float32)
+        high[:n, 0] = 1.0  # presence flags
+        for row, obs_width in enumerate(widths):
+            low[row, 1 : 1 + obs_width], high[row, 1 : 1 + obs_width] = -np.inf, np.inf
+        low[n, 1 : 1 + self.state_dim], high[n, 1 : 1 + self.state_dim] = -np.inf, np.inf
+        box = Box(low, high)
+        self.has_masks = any(p.mask_width is not None for p in self.preprocessors.values())
+        self.observation_space: Space = (
+            Dict({OBSERVATION_KEY: box, ACTION_MASK_KEY: MultiBinary(n * self.num_actions)})
+            if self.has_masks
+            else box
+        )
+        self.action_space = MultiDiscrete(np.full(n, self.num_actions, dtype=np.int64))
+        self._ended = np.zeros(self.num_envs, dtype=bool)
+        self._prev = np.zeros((self.num_envs, n), dtype=np.int64)
+
+    # --- the team's TimeStep ---------------------------------------------------------------
+    def _team(self, mts: MultiAgentTimeStep, first: np.ndarray) -> TimeStep:
+        b, n = self.num_envs, len(self.agents)
+        end = np.asarray(mts.episode_end, dtype=bool)
+        obs = np.zeros(self.observation_box_shape, np.float32)
+        mask = np.ones((b, n, self.num_actions), dtype=bool) if self.has_masks else None
+        reward = np.zeros(b, np.float64)
+        terminated = np.zeros(b, dtype=bool)
+        acting_at_end = np.zeros(b, dtype=bool)
+        valid = None
+        for index, agent in enumerate(self.agents):
+            step, active = mts.steps[agent], np.asarray(mts.active[agent], dtype=bool)
+            last = active & (step.step_type == _LAST)
+            present = active & (~last | end)  # an agent done before the team is absent from its LAST on
+            pre = self.preprocessors[agent]
+            flat = flatten_observations(pre.observation_space, pre.transform(step.observation))
+            obs[:, index, 0] = present
+            obs[:, index, 1 : 1 + flat.shape[1]] = np.where(present[:, None], flat, 0.0)
+            if mask is not None and pre.mask_width is not None:
+                agent_mask = pre.action_mask(step.observation)
+                mask[:, index] = np.where(present[:, None], agent_mask, True)
+            reward += np.where(active, step.reward, 0.0)
+            terminated |= last & (step.discount == 0)
+            acting_at_end |= active & end
+            if step.valid is not None:
+                valid = np.ones(b, dtype=bool) if valid is None else valid
+                valid &= ~active | step.valid
+        if self.given_state:
+            obs[:, n, 1 : 1 + self.state_dim] = np.asarray(mts.state, np.float32).reshape(b, -1)
+        else:
+            obs[:, n, 1 : 1 + self.state_dim] = obs[:, :n, 1 : 1 + self.obs_dim].reshape(b, -1)
+        step_type = np.where(first, _FIRST, np.where(end, _LAST, _MID)).astype(np.int32)
+        discount = np.where(end & (terminated | ~acting_at_end), 0.0, 1.0).astype(np.float32)
+        prev = np.where(first[:, None], 0, self._prev)
+        observation: Any = obs
+        if mask is not None:
+            observation = {OBSERVATION_KEY: obs, ACTION_MASK_KEY: mask.reshape(b, -1).astype(np.int8)}
+        self._ended = end.copy()
+        return TimeStep(
+            step_type=step_type,
+            reward=np.where(first, 0.0, reward).astype(np.float32),
+            discount=np.where(first, 1.0, discount).astype(np.float32),
+            observation=observation,
+            prev_action=prev.astype(np.int64),
+            env_id=np.arange(b, dtype=np.int32),
+            valid=valid,
+        )
+
+    @property
+    def observation_box_shape(self) -> tuple[int, int, int]:
+        return (self.num_envs, len(self.agents) + 1, 1 + max(self.obs_dim, self.state_dim))
+
+    def reset(self, seed: int | None = None) -> TimeStep:
+        self._prev[:] = 0
+        return self._team(self.env.reset(seed), np.ones(self.num_envs, dtype=bool))
+
+    def step(self, actions: np.ndarray) -> TimeStep:
+        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, len(self.agents))
+        first = self._ended.copy()  # the slots whose previous step was LAST start over now
+        self._prev = np.where(first[:, None], 0, actions)
+        mts = self.env.step({agent: actions[:, i].copy() for i, agent in enumerate(self.agents)})
+        return self._team(mts, first)
+
+    # --- delegated ---------------------------------------------------------------------------
+    def close(self) -> None:
+        self.env.close()
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        return self.env.get_state()
+
+    def set_state(self, arrays: dict[str, np.ndarray]) -> None:
+        self.env.set_state(arrays)
+
+    def freeze_statistics(self) -> None:
+        self.env.freeze_statistics()

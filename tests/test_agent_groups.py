@@ -1,0 +1,154 @@
+"""Agent groups (rlgear.sampling.agent_groups): a multi-agent env as one team agent.
+
+Checked on small numpy envs: the single-agent TimeStep contract (``check_vector_env``); the team
+observation's layout (presence flags, each agent's observation, the state or the joint
+observation, padding pinned to 0 in the bounds); absent and early-finished agents; summed
+rewards; terminated vs truncated team episodes; action masks; refusals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlgear.env import MultiAgentTimeStep
+from rlgear.errors import ConfigError
+from rlgear.sampling.agent_groups import AgentGroups, team_layout
+from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete
+from rlgear.testing import check_vector_env
+from rlgear.timestep import StepType
+from tests.mappo_envs import make_hidden_bonus
+from tests.multi_agent_envs import MatchEnv, make_late_join, make_match, make_mixed
+from tests.qmix_envs import make_two_step
+
+FIRST, MID, LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: make_match(3), lambda: make_hidden_bonus(2), lambda: make_two_step(4)],
+    ids=["match", "state", "two-step"],
+)
+def test_the_team_env_keeps_the_vector_env_contract(make):
+    counts = check_vector_env(AgentGroups(make()))
+    assert counts["episodes_terminated"] > 0
+
+
+def test_spaces_and_layout_with_the_env_state():
+    env = AgentGroups(make_hidden_bonus(2))  # agents observe 4 values, the state has 10
+    assert env.observation_space.shape == (3, 11)
+    assert env.action_space == MultiDiscrete([4, 4])
+    layout = team_layout(env.observation_space)
+    assert (layout.n_agents, layout.obs_dim, layout.state_dim) == (2, 4, 10)
+    ts = env.reset(seed=0)
+    agents, state, present = layout.split(ts.observation)
+    np.testing.assert_array_equal(present, 1.0)
+    np.testing.assert_array_equal(state, make_hidden_bonus(2).reset(seed=0).state)  # the env's own state
+    assert agents.shape == (2, 2, 4)
+    assert np.all(ts.observation[:, :2, 5:] == 0)  # padding of the agent rows
+
+
+def test_without_a_state_the_state_row_is_every_agents_observation():
+    env = AgentGroups(make_hidden_bonus(2, state=False))
+    layout = team_layout(env.observation_space)
+    assert layout.state_dim == 8
+    ts = env.step(np.zeros((2, 2), np.int64))
+    agents, state, _ = layout.split(ts.observation)
+    np.testing.assert_array_equal(state, agents.reshape(2, -1))
+
+
+def test_absent_and_early_finished_agents_rewards_and_a_truncated_end():
+    """``a`` acts at steps 0-3 and terminates at 3, ``b`` joins at 2 and is truncated at 5."""
+    inner = make_late_join(1)
+    env = AgentGroups(inner)
+    layout = team_layout(env.observation_space)
+    seen = [env.reset()]
+    for _ in range(6):
+        seen.append(env.step(np.array([[1, 0]])))
+    flags = [tuple(layout.split(ts.observation)[2][0]) for ts in seen]
+    assert flags[:6] == [(1, 0), (1, 0), (1, 1), (0, 1), (0, 1), (0, 1)]  # a is absent from its LAST on
+    assert [int(ts.step_type[0]) for ts in seen] == [FIRST, MID, MID, MID, MID, LAST, FIRST]
+    assert float(seen[5].discount[0]) == 1.0  # the env truncated: the team's return bootstraps
+    # absent agents' observations are zeros
+    assert np.all(layout.split(seen[3].observation)[0][0, 0] == 0)
+    # rewards: every active agent's, a's at its own LAST included (0.5 k + index + 1 + its action)
+    assert float(seen[1].reward[0]) == pytest.approx(0.5 + 1 + 1)
+    assert float(seen[3].reward[0]) == pytest.approx((1.5 + 1 + 1) + (1.5 + 2 + 0))
+    assert float(seen[6].reward[0]) == 0.0
+    np.testing.assert_array_equal(seen[6].prev_action, 0)
+    np.testing.assert_array_equal(seen[3].prev_action, [[1, 0]])
+
+
+def test_a_terminated_team_episode_has_discount_0():
+    env = AgentGroups(make_match(2, length=2))
+    env.reset()
+    env.step(np.zeros((2, 2), np.int64))
+    ts = env.step(np.zeros((2, 2), np.int64))
+    np.testing.assert_array_equal(ts.step_type, LAST)
+    np.testing.assert_array_equal(ts.discount, 0.0)
+
+
+class MaskedMatch(MatchEnv):
+    """MatchEnv whose observations carry an action mask: only the target and action 0 allowed
+    for ``a``; ``b`` has no mask (a plain Box)."""
+
+    def __init__(self, num_envs: int):
+        super().__init__(num_envs)
+        self.observation_spaces = {
+            "a": Dict({"observation": Box(np.zeros(4), np.ones(4)), "action_mask": MultiBinary(4)}),
+            "b": Box(np.zeros(4), np.ones(4)),
+        }
+
+    def _masked(self, mts: MultiAgentTimeStep) -> MultiAgentTimeStep:
+        step = mts.steps["a"]
+        mask = np.eye(4, dtype=np.int8)[self.target]
+        mask[:, 0] = 1
+        mts.steps["a"] = type(step)(
+            **{**step.__dict__, "observation": {"observation": step.observation, "action_mask": mask}}
+        )
+        return mts
+
+    def reset(self, seed=None):
+        return self._masked(super().reset(seed))
+
+    def step(self, actions):
+        return self._masked(super().step(actions))
+
+
+def test_action_masks_are_carried_per_agent_and_all_allowed_where_there_is_none():
+    env = AgentGroups(MaskedMatch(3))
+    assert isinstance(env.observation_space, Dict)
+    assert env.observation_space["action_mask"] == MultiBinary(8)
+    ts = env.reset(seed=1)
+    mask = ts.observation["action_mask"].reshape(3, 2, 4).astype(bool)
+    expected = np.eye(4, dtype=bool)[env.env.target]
+    expected[:, 0] = True
+    np.testing.assert_array_equal(mask[:, 0], expected)
+    np.testing.assert_array_equal(mask[:, 1], True)  # b has no mask
+    check_vector_env(AgentGroups(MaskedMatch(2)))
+
+
+def test_agents_with_different_action_spaces_are_refused_naming_them():
+    with pytest.raises(ConfigError, match=r"box: Box.*disc: Discrete"):
+        AgentGroups(make_mixed(2))
+
+
+def test_image_observations_are_refused():
+    env = make_match(2)
+    env.observation_spaces = {a: Box(np.zeros((4, 4, 3)), np.ones((4, 4, 3))) for a in env.possible_agents}
+    with pytest.raises(ConfigError, match="image"):
+        AgentGroups(env)
+
+
+def test_padding_to_the_widest_agent():
+    env = make_two_step(2)
+    env.observation_spaces = {"a": Box(np.zeros(3), np.ones(3)), "b": Discrete(5)}
+    env.action_spaces = {"a": Discrete(2), "b": Discrete(2)}
+    team = AgentGroups(env)
+    assert team_layout(team.observation_space).obs_dim == 5  # b's one-hot is the widest
+    assert team.observation_space.high[0, 4:].tolist() == [0.0, 0.0]  # a's padding pinned to 0
+
+
+def test_a_team_layout_needs_a_team_space():
+    with pytest.raises(ValueError, match="team observation"):
+        team_layout(Box(np.zeros(3), np.ones(3)))
