@@ -12,22 +12,21 @@ Per training step:
   4. send the new weights to the rollout workers.
 
 Steps 1, 2 and 4, the replay buffer and its checkpointing are the replay family's
-:class:`~rlgear.plugins.families.replay.replay_trainer.ReplayTrainer`; the env's agents become one
+:class:`~rlgear.plugins.families.replay.replay_trainer.ReplayTrainer`, step 3 the family's
+:class:`~rlgear.plugins.families.replay.q_learning.QLearningTrainer`; the env's agents become one
 team agent in the rollout workers (the policies set ``groups_agents``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from rlgear import config as config_mod
 from rlgear.config import RunConfig, multiagent
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.qmix.acting import team_spaces
 from rlgear.plugins.algorithms.qmix.config import QMixConfig, VDNConfig
 from rlgear.plugins.algorithms.qmix.episodes import postprocess_episode
-from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
+from rlgear.plugins.families.replay.q_learning import QLearningTrainer
 
 #: Keys that shape the networks or the replay rows: reset_config() refuses to change them.
 NETWORK_KEYS = (
@@ -42,7 +41,7 @@ NETWORK_KEYS = (
 )
 
 
-class QMIX(ReplayTrainer):
+class QMIX(QLearningTrainer):
     name = "qmix"
     description = (
         "QMIX: per-agent GRU Q-networks mixed monotonically by hypernetworks on the global state; "
@@ -59,6 +58,7 @@ class QMIX(ReplayTrainer):
     #: The rollout workers group the env's agents into one team agent (rlgear.sampling.agent_groups);
     #: the policy classes carry the same flag, which is what the workers read.
     groups_agents = True
+    network_keys = NETWORK_KEYS
     reads_datasets = False
     #: rlgear plugins --check runs CartPole (a team of one agent), whose episodes last up to 500 steps.
     check_overrides = {"workers": {"batch_mode": "complete_episodes"}, "training": {"max_episode_len": 500}}
@@ -126,49 +126,9 @@ class QMIX(ReplayTrainer):
         except TypeError as err:  # the rollout workers group every env, so this is a policy built elsewhere
             raise UnsupportedError(f"algorithm '{cls.name}', env '{config.env.name}': {err}") from None
 
-    def setup(self, config: RunConfig) -> None:
-        super().setup(config)
-        self.last_target_update = 0  # timesteps_total when the target networks were last copied
-        self.num_target_updates = 0
-
-    def training_step(self) -> dict[str, float]:
-        stats = super().training_step()
-        stats.update(
-            self.learner_stats({f"{pid}/epsilon": p.epsilon() for pid, p in self.policy_map.items()})
-        )
-        stats["num_target_updates"] = float(self.num_target_updates)
-        return stats
-
-    def after_learning(self, timesteps: int) -> dict[str, float]:
-        """Every ``target_network_update_freq`` env steps, copy the online networks into the targets."""
-        if timesteps - self.last_target_update >= self.config.training.target_network_update_freq:
-            self.policy.update_target(1.0)
-            self.last_target_update = timesteps
-            self.num_target_updates += 1
-        return {}
-
-    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
-        """As :meth:`ReplayTrainer.reset_config`; False also when the networks or the episode rows
-        would have to change (:data:`NETWORK_KEYS`)."""
-        if isinstance(new_config, Mapping):
-            new_config = config_mod.resolve(new_config, training_class=self.config_class)
-        old, new = self.config.training, new_config.training
-        if any(getattr(old, key) != getattr(new, key) for key in NETWORK_KEYS):
-            return False
-        return super().reset_config(new_config)
-
-    # --- checkpoints -----------------------------------------------------------------------
-    def get_algorithm_state(self) -> dict[str, Any]:
-        return {
-            "last_target_update": self.last_target_update,
-            "num_target_updates": self.num_target_updates,
-            **super().get_algorithm_state(),
-        }
-
-    def set_algorithm_state(self, state: dict[str, Any]) -> None:
-        self.last_target_update = int(state.get("last_target_update", 0))
-        self.num_target_updates = int(state.get("num_target_updates", 0))
-        super().set_algorithm_state(state)
+    def update_targets(self) -> None:
+        """Copy the online agent network and mixer into their targets (PyMARL's hard update)."""
+        self.policy.update_target(1.0)
 
 
 class VDN(QMIX):
