@@ -103,7 +103,7 @@ IDQN_CONFIG: dict[str, Any] = {
     "training": {
         "env_steps_per_training_step": 200,
         "train_batch_size": 256,  # agent transitions a gradient step
-        "training_intensity": 3.84,  # 600 agent transitions x 3.84 / 256 rows: 9 gradient steps
+        "training_intensity": 3.84,  # 200 env steps x 3.84 / 256: 3 gradient steps, 768 rows per 600 agent rows
         "lr": 0.0005,
         "gamma": 0.99,
         "buffer_size": 100_000,
