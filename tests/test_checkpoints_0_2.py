@@ -3,8 +3,9 @@ restore, and continue with exactly the update 0.2 made from them.
 
 Each folder under ``tests/data/checkpoints-0.2/`` is a checkpoint that the 0.2 code wrote after one
 iteration; ``expected.json`` holds the digest of the weights that 0.2 had after restoring it into a
-fresh trainer and training one more iteration (``make_fixtures.py`` there). Restoring goes through
-the same path as ``rlgear train --resume``.
+fresh trainer and training one more iteration (``make_fixtures.py`` there), and the fingerprint of
+those weights (sums, sums of squares, random projections) that 0.2's code gave on a second machine
+whose floating point differs. Restoring goes through the same path as ``rlgear train --resume``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import needs_tf
@@ -36,6 +38,15 @@ def test_a_0_2_checkpoint_restores_and_makes_the_same_next_update(case, tmp_path
         trainer.restore(FIXTURES / case)
         assert trainer.iteration == 1
         trainer.train()
-        assert fixtures.weights_digest(trainer) == expected["weights_after_one_more_iteration"]
+        if fixtures.weights_digest(trainer) == expected["weights_after_one_more_iteration"]:
+            return  # bit for bit what 0.2 did on the machine that wrote the fixtures
+        # Another CPU rounds differently (29 Nov 2026: an AVX-512 Xeon gave another digest for
+        # sac-torch, with this code and with stop 43's): compare with 0.2's own update on such a
+        # machine, to a tolerance far below what a different update moves.
+        actual = fixtures.weights_fingerprint(trainer)
+        reference = expected["fingerprint_after_one_more_iteration"]
+        assert sorted(actual) == sorted(reference)
+        for key, values in reference.items():
+            np.testing.assert_allclose(actual[key], values, rtol=1e-5, atol=1e-6, err_msg=key)
     finally:
         trainer.stop()

@@ -17,6 +17,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,49 @@ def weights_digest(trainer) -> str:
     return digest.hexdigest()
 
 
+def weights_fingerprint(trainer) -> dict[str, list[float]]:
+    """Per weight array: its sum, its sum of squares and its dot product with a fixed random +-1
+    vector (seeded by the name), in float64. Unlike :func:`weights_digest`, two machines whose
+    BLAS or vector kernels round differently give fingerprints equal to a tolerance, while an
+    update that differs by more than rounding moves them far beyond it."""
+    out = {}
+    for policy_id, policy in sorted(trainer.policy_map.items()):
+        for name, array in sorted(policy.get_weights().items()):
+            key = f"{policy_id}/{name}"
+            flat = np.asarray(array, dtype=np.float64).reshape(-1)
+            signs = np.random.default_rng(zlib.crc32(key.encode())).choice([-1.0, 1.0], size=flat.size)
+            out[key] = [float(flat.sum()), float((flat * flat).sum()), float(flat @ signs)]
+    return out
+
+
+def add_fingerprints() -> None:
+    """Run by 0.2's code (``python make_fixtures.py --fingerprints`` in a venv of commit bc4ec55):
+    restore each committed checkpoint, train one more iteration, add the fingerprint to
+    ``expected.json`` (the digest stays: it is the first machine's exact result)."""
+    import platform
+
+    from rlgear.discovery import registry
+
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            config = config_for(case, Path(tmp))
+            trainer = registry.load_algorithm(config["algorithm"])(config)
+            trainer.restore(HERE / case)
+            trainer.train()
+            fingerprint, digest = weights_fingerprint(trainer), weights_digest(trainer)
+            trainer.stop()
+        path = HERE / case / "expected.json"
+        expected = json.loads(path.read_text())
+        expected["fingerprint_after_one_more_iteration"] = fingerprint
+        expected["fingerprint_machine"] = (
+            f"{platform.machine()} {platform.processor()}; digest there {digest}"
+        )
+        path.write_text(json.dumps(expected, indent=1) + "\n")
+        print(
+            case, digest, "matches" if digest == expected["weights_after_one_more_iteration"] else "differs"
+        )
+
+
 def main() -> None:
     import rlgear
     from rlgear.discovery import registry
@@ -128,4 +172,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    add_fingerprints() if "--fingerprints" in sys.argv else main()
