@@ -49,8 +49,6 @@ import argparse
 import copy
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -63,7 +61,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from suite import FINAL_EVALUATIONS, code_version, final_score, iqm_and_ci, load_results  # noqa: E402
+from suite import FINAL_EVALUATIONS, code_version, final_score, iqm_and_ci, load_results, run_process  # noqa: E402
 
 RESULTS = HERE / "results" / "marl"
 EVAL_EPISODES = 10
@@ -189,34 +187,11 @@ def settings_digest(algo: str, task: str) -> str:
 def run_child(algo: str, task: str, seed: int, budget: int) -> dict[str, Any]:
     """One training run in a fresh process; its result plus wall time and peak RSS seen from here."""
     args = [
-        sys.executable, str(HERE / "_marl_child.py"), "--algo", algo, "--task", task, "--seed", str(seed),
+        str(HERE / "_marl_child.py"), "--algo", algo, "--task", task, "--seed", str(seed),
         "--budget", str(budget), "--eval-every", str(max(1, budget // EVALUATIONS)),
         "--eval-episodes", str(EVAL_EPISODES),
     ]  # fmt: skip
-    env = {
-        **os.environ,
-        "RLGEAR_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env
-    )
-    lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line.rstrip())
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    results = [line.removeprefix("MARL_RESULT ") for line in lines if line.startswith("MARL_RESULT ")]
-    if code != 0 or not results:
-        raise RuntimeError(f"{algo} {task} seed {seed} failed ({code}):\n" + "\n".join(lines[-25:]))
-    return {
-        **json.loads(results[-1]),
-        "process_s": time.perf_counter() - start,
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-    }
+    return run_process(args, "MARL_RESULT ", f"{algo} {task} seed {seed}")
 
 
 def run_benchmark(tasks: list[str], algos: list[str], seeds: list[int], budget: int, path: Path) -> None:

@@ -63,10 +63,17 @@ def final_score(curve: list[dict[str, float]]) -> float:
 def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
     """One training run in a fresh process; its result plus wall time and peak RSS seen from here."""
     args = [
-        sys.executable, str(HERE / "_suite_child.py"), "--lib", lib, "--task", task.name, "--seed", str(seed),
+        str(HERE / "_suite_child.py"), "--lib", lib, "--task", task.name, "--seed", str(seed),
         "--budget", str(budget), "--eval-every", str(task.eval_every(budget)),
         "--eval-episodes", str(EVAL_EPISODES),
     ]  # fmt: skip
+    return run_process(args, "SUITE_RESULT ", f"{lib} {task.name} seed {seed}")
+
+
+def run_process(args: list[str], marker: str, label: str) -> dict[str, Any]:
+    """Run ``python *args`` (one torch thread, no plugin autoload) and return the JSON of its last
+    ``marker`` line, plus the process's wall time and peak RSS; a failure raises with its output's tail.
+    Shared with ``bench/marl.py``."""
     env = {
         **os.environ,
         "RLGEAR_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -75,7 +82,12 @@ def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
     }
     start = time.perf_counter()
     proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=env,
     )
     lines = []
     assert proc.stdout is not None
@@ -83,9 +95,9 @@ def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
         lines.append(line.rstrip())
     _, status, usage = os.wait4(proc.pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    results = [line.removeprefix("SUITE_RESULT ") for line in lines if line.startswith("SUITE_RESULT ")]
+    results = [line.removeprefix(marker) for line in lines if line.startswith(marker)]
     if code != 0 or not results:
-        raise RuntimeError(f"{lib} {task.name} seed {seed} failed ({code}):\n" + "\n".join(lines[-25:]))
+        raise RuntimeError(f"{label} failed ({code}):\n" + "\n".join(lines[-25:]))
     return {
         **json.loads(results[-1]),
         "process_s": time.perf_counter() - start,
