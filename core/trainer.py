@@ -37,12 +37,10 @@ from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.intrinsic import wrap_postprocess
 from rlgear.sampling.metrics import MetricsWindow
 from rlgear.sampling.postprocessing import trainable_rows
-from rlgear.sampling.rollout_worker import RolloutWorker, env_seed, worker_seed
+from rlgear.sampling.rollout_worker import EVALUATION_WORKER_INDEX, RolloutWorker, env_seed, worker_seed
 
 #: The ``policies`` key of a framework-free policy: used under every ``backend:`` value.
 ANY_BACKEND = "*"
-# Worker index of the evaluation envs (seeds apart from the rollout workers').
-EVALUATION_WORKER_INDEX = 999
 # Config sections that reset_config may change on a live trainer.
 _RESETTABLE = ("training", "stop", "checkpoint", "logging")
 # Training keys that reset_config can't apply in place (they shape the optimizer object).
@@ -172,6 +170,8 @@ class Trainer:
 
             local = self.workers.local_worker
             self.dataset_recorder = DatasetRecorder(config, local.observation_space, local.action_space)
+        #: ``league``: the league the driver's worker plays (:mod:`rlgear.league.league`), else None.
+        self.league: Any = getattr(self.workers.local_worker, "league", None) if config.league else None
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
@@ -195,6 +195,13 @@ class Trainer:
             self._evaluation_video = EvaluationVideo(self.logdir)
             # build the recording env now: a missing render mode fails before training, not at an evaluation
             self._evaluation_worker_for(config.training.evaluation_episodes)
+        if self.league is not None:  # what exploiters restart from (copies: training changes the live arrays)
+            self._league_initial = {
+                pid: dataclasses.replace(
+                    state, arrays={k: np.array(v, copy=True) for k, v in state.arrays.items()}
+                )
+                for pid, state in self.learner.get_state().items()
+            }
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
 
     def _worker_set(self, config: RunConfig, policy_cls: type, adapter_cls: type, learner: Any) -> WorkerSet:
@@ -367,6 +374,14 @@ class Trainer:
         result.update(self.learner_info())
         for key, value in learner_stats.items():
             result[f"learner/{key}"] = value
+        if self.league is not None:
+            result.update(
+                self.league.after_iteration(
+                    self.iteration,
+                    lambda pid: self.learner.get_weights([pid])[pid],
+                    lambda pid: self.learner.set_state({pid: self._league_initial[pid]}),
+                )
+            )
         interval = training.evaluation_interval
         if interval and self.iteration % interval == 0:
             result.update(self.evaluate())
@@ -409,6 +424,8 @@ class Trainer:
         stats = window.stats()
         out = {f"evaluation/{k}": v for k, v in stats.items()}
         out["evaluation/episodes"] = len(episodes)
+        if self.league is not None:  # every game of the evaluation worker was against the baseline
+            out.update(self.league.evaluation_results(worker.env.pop_outcomes()))
         out["evaluation/time_s"] = time.perf_counter() - start
         if video is not None:
             out.update(video.collect(self.iteration))
