@@ -32,7 +32,7 @@ from rlgear.distributed.worker_set import WorkerSet
 from rlgear.errors import CheckpointError, DeviceError, UnsupportedError, did_you_mean
 from rlgear.learner import Learner
 from rlgear.run import checkpoint as ckpt
-from rlgear.run import trainer_state
+from rlgear.run import league_play, trainer_state
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.intrinsic import wrap_postprocess
 from rlgear.sampling.metrics import MetricsWindow
@@ -62,7 +62,8 @@ class Trainer:
         action_spaces: the action-space kinds supported: "discrete", "continuous", "multi_discrete"
             (MultiDiscrete) and "composite" (Tuple/Dict of Discrete, Box and MultiDiscrete);
             the ``kind`` of an :mod:`rlgear.spaces` space.
-        multi_agent, recurrent: capability flags shown by ``rlgear plugins``.
+        multi_agent, recurrent: capability flags shown by ``rlgear plugins``; ``league_play``: whether
+            a ``league`` section works with it (None: a multi-agent algorithm that keeps agents apart).
     """
 
     name: ClassVar[str] = ""
@@ -72,6 +73,7 @@ class Trainer:
     action_spaces: ClassVar[frozenset[str]] = frozenset({"discrete", "continuous"})
     multi_agent: ClassVar[bool] = False
     recurrent: ClassVar[bool] = False
+    league_play: ClassVar[bool | None] = None
     #: Config values ``rlgear plugins --check`` applies to its short runs, for an algorithm whose
     #: ``check_config`` refuses the defaults (e.g. ``{"workers": {"batch_mode": "complete_episodes"}}``).
     check_overrides: ClassVar[dict[str, Any]] = {}
@@ -117,6 +119,9 @@ class Trainer:
             "backends": sorted(cls.policies),
             "multi_agent": cls.multi_agent,
             "recurrent": cls.recurrent,
+            "league": cls.multi_agent and not getattr(cls, "groups_agents", False)
+            if cls.league_play is None
+            else cls.league_play,
         }
 
     @classmethod
@@ -170,8 +175,6 @@ class Trainer:
 
             local = self.workers.local_worker
             self.dataset_recorder = DatasetRecorder(config, local.observation_space, local.action_space)
-        #: ``league``: the league the driver's worker plays (:mod:`rlgear.league.league`), else None.
-        self.league: Any = getattr(self.workers.local_worker, "league", None) if config.league else None
         self.metrics = MetricsWindow(config.training.metrics_window)
         self.iteration = 0
         self.timesteps_total = 0
@@ -195,13 +198,8 @@ class Trainer:
             self._evaluation_video = EvaluationVideo(self.logdir)
             # build the recording env now: a missing render mode fails before training, not at an evaluation
             self._evaluation_worker_for(config.training.evaluation_episodes)
-        if self.league is not None:  # what exploiters restart from (copies: training changes the live arrays)
-            self._league_initial = {
-                pid: dataclasses.replace(
-                    state, arrays={k: np.array(v, copy=True) for k, v in state.arrays.items()}
-                )
-                for pid, state in self.learner.get_state().items()
-            }
+        #: ``league``: the league the driver's worker plays (:mod:`rlgear.league.league`), else None.
+        self.league: Any = league_play.attach(self)  # after init_from: exploiters restart from its weights
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
 
     def _worker_set(self, config: RunConfig, policy_cls: type, adapter_cls: type, learner: Any) -> WorkerSet:
@@ -375,13 +373,7 @@ class Trainer:
         for key, value in learner_stats.items():
             result[f"learner/{key}"] = value
         if self.league is not None:
-            result.update(
-                self.league.after_iteration(
-                    self.iteration,
-                    lambda pid: self.learner.get_weights([pid])[pid],
-                    lambda pid: self.learner.set_state({pid: self._league_initial[pid]}),
-                )
-            )
+            result.update(league_play.after_iteration(self))
         interval = training.evaluation_interval
         if interval and self.iteration % interval == 0:
             result.update(self.evaluate())

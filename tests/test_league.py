@@ -273,6 +273,16 @@ def test_config_errors_name_the_key(extra, key, message):
     assert key in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.parametrize("algorithm", ["mappo", "qmix", "a2c"])
+def test_only_algorithms_that_play_in_a_league_take_the_section(algorithm):
+    raw = {**_raw(algorithm=algorithm), "training": {}}
+    if algorithm == "a2c":  # a multi-agent algorithm that keeps agents apart: accepted
+        assert config_mod.resolve(raw).league is not None
+        return
+    with pytest.raises(ConfigError, match=f"league: algorithm '{algorithm}' does not play in a league"):
+        config_mod.resolve(raw)
+
+
 def test_a_league_needs_a_two_player_env(tmp_path):
     raw = _raw(env={"adapter": "gymnasium", "name": "CartPole-v1"})
     config = config_mod.resolve(raw)
@@ -309,6 +319,10 @@ def test_a_league_run_snapshots_resets_exploiters_reports_and_checkpoints(tmp_pa
         assert any(not np.array_equal(snap[name], initial[name]) for name in initial)  # it had learned
         second = trainer.train()
         assert second["league/num_snapshots"] == 6.0
+        # an episode is one player's game: its summary has that player's return only (+1, 0 or -1)
+        _, _, episodes = trainer.workers.local_worker.sample_with_episodes()
+        assert episodes and all(len(e["policy_returns"]) == 1 for e in episodes)
+        assert {v for e in episodes for v in e["policy_returns"].values()} <= {-1.0, 0.0, 1.0}
         for player in trainer.league.players:
             assert 0.0 <= second[f"league/{player}/win_rate_vs_random"] <= 1.0
         path = trainer.save(tmp_path / "checkpoint")
@@ -328,3 +342,17 @@ def test_a_league_run_snapshots_resets_exploiters_reports_and_checkpoints(tmp_pa
         assert third["league/num_snapshots"] == 9.0
     finally:
         resumed.stop()
+
+
+def test_a_league_runs_on_tf_with_snapshots_acting(tmp_path):
+    pytest.importorskip("tensorflow")
+    config = config_mod.resolve(_raw(backend="tf", league={"self_play": 0.0}))
+    trainer = registry.load_algorithm("ppo")(config, logdir=tmp_path / "run")
+    try:
+        trainer.train()
+        second = trainer.train()  # self_play 0: main_0's games are all against the first snapshots
+        assert second["league/num_snapshots"] == 6.0
+        played = {o for (p, o), v in trainer.league.payoff.results.items() if p == "main_0" and sum(v)}
+        assert played & {"main_0@1", "main_exploiter_0@1", "league_exploiter_0@1"}
+    finally:
+        trainer.stop()

@@ -90,6 +90,17 @@ def kind_of(player_id: str) -> str:
     return base.rsplit("_", 1)[0]
 
 
+def check_league_support(config: Any, algorithm_class: type) -> None:
+    """A league only with an algorithm whose capabilities say it plays in one (``rlgear plugins``)."""
+    if config.league is not None and not algorithm_class.capabilities().get("league", False):
+        name = getattr(algorithm_class, "name", algorithm_class.__name__)
+        raise config.fail(
+            "league",
+            f"algorithm '{name}' does not play in a league (each learning player must be a policy of its "
+            "own that acts for one agent; the 'league' column of rlgear plugins lists those that do, e.g. ppo)",
+        )
+
+
 def check_league(config: Any, fail: Callable[[str, str], ConfigError]) -> None:
     """Ranges, and what a league run can't combine with (named by key), when the config is read."""
     league = config.league

@@ -77,6 +77,8 @@ class League:
         self.since_snapshot = {p: [0, 0, 0] for p in self.players}
         self.resets = {p: 0 for p in self.players}
         self._iteration_games = {p: [0, 0, 0] for p in self.players}
+        #: per player, the PolicyState an exploiter restarts from (set by the trainer at setup)
+        self.initial_states: dict[str, Any] = {}
 
     # --- matchmaking ------------------------------------------------------------------
     def snapshots_of(self, kinds: tuple[str, ...] | None = None, player: str | None = None) -> list[str]:
