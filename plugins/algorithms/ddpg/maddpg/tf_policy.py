@@ -123,8 +123,9 @@ class MADDPGTFPolicy(TeamActing, DDPGTFPolicy):
             mu = tf.tanh(self.agent_actor(self.model, inputs))  # [B, n, A]
             own = tf.reshape(tf.eye(n), [1, n, n, 1])
             joint = own * mu[:, None] + (1.0 - own) * replayed[:, None]  # [B, a, j, A]
+            state_dim = self.layout.state_dim  # static, as the critic's input width must be
             variant_state = tf.reshape(
-                tf.broadcast_to(state[:, None], [rows, n, tf.shape(state)[-1]]), [rows * n, -1]
+                tf.broadcast_to(state[:, None], [rows, n, state_dim]), [rows * n, state_dim]
             )
             q = self.team_q_values(variant_state, tf.reshape(joint, [rows * n, n, width]), "frozen")[0]
             q = tf.reshape(q, [rows, n])
