@@ -24,6 +24,7 @@ class MADDPGConfig(DDPGConfig):
 
 
 @dataclass
-class MATD3Config(MADDPGConfig, TD3Config):
+class MATD3Config(TD3Config, MADDPGConfig):
     """MATD3 (Ackermann et al. 2019): MADDPG's keys with TD3's defaults (twin_q, policy_delay 2,
-    target_noise 0.2), inherited from :class:`TD3Config`."""
+    target_noise 0.2), inherited from :class:`TD3Config` (first among the bases: a dataclass takes
+    each field's default from the last base in reverse MRO that defines it)."""
