@@ -101,12 +101,6 @@ def test_matd3_is_maddpg_with_td3s_defaults():
     assert matd3.agent_id and maddpg.agent_id
 
 
-def test_capabilities_say_continuous_multi_agent():
-    capabilities = registry.load_algorithm("maddpg").capabilities()
-    assert capabilities["continuous"] and not capabilities["discrete"] and capabilities["multi_agent"]
-    assert capabilities["backends"] == ["tf", "torch"]
-
-
 # --- acting ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_agent_acts_on_its_own_observation_only(backend):
@@ -178,6 +172,18 @@ def test_a_single_agent_env_runs_as_a_team_of_one():
     try:
         assert trainer.workers.local_worker.env.observation_space.shape == (2, 4)  # the agent, the state
         assert trainer.train()["timesteps_total"] > 0
+    finally:
+        trainer.stop()
+
+
+def test_reset_config_takes_new_hyperparameters_but_not_new_networks():
+    config = maddpg_config()
+    trainer = trainer_of(config)
+    try:
+        assert trainer.reset_config({**config, "training": {**config["training"], "lr": 1e-4}})
+        assert trainer.config.training.lr == 1e-4
+        for key, value in (("agent_id", False), ("twin_q", True)):
+            assert not trainer.reset_config({**config, "training": {**config["training"], key: value}})
     finally:
         trainer.stop()
 

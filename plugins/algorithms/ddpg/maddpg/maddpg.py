@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from rlgear import config as config_mod
 from rlgear.config import RunConfig, multiagent
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.ddpg.ddpg import DDPG
 from rlgear.plugins.algorithms.ddpg.maddpg.config import MADDPGConfig, MATD3Config
 from rlgear.plugins.algorithms.ddpg.maddpg.team import team_spaces
+
+#: Keys that shape the networks (the actor's input, the number of critics): reset_config() refuses them.
+NETWORK_KEYS = ("agent_id", "twin_q")
 
 
 class MADDPG(DDPG):
@@ -75,6 +80,15 @@ class MADDPG(DDPG):
         for refused, key, message in refusals:
             if refused:
                 raise config.fail(key, message)
+
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """As DDPG's; False also when a key of :data:`NETWORK_KEYS` changes (the networks are built once)."""
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.training, new_config.training
+        if any(getattr(old, key) != getattr(new, key) for key in NETWORK_KEYS):
+            return False
+        return super().reset_config(new_config)
 
     @classmethod
     def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
