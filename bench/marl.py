@@ -35,6 +35,9 @@ episodes, ~0.5-4 s, apart): mappo 0.43 s, qmix 1.91 s, vdn 1.47 s, ippo 0.47 s, 
 75 runs; at the default 500k env steps a run: 15 x 500 x 4.56 s = 34,200 s, plus 75 x ~7 s of start and
 evaluation = ~34,700 s = 9.6 core-hours (10 core-hours = 36,000 s). simple_tag (3 learners) costs about
 what simple_spread does, simple_reference (2 learners) less. One (task, seed) of qmix: ~16 min.
+maddpg and ippo_continuous (added later) make 30 more runs; their marginal cost per 1k env steps is
+not measured yet (``--quick --algos maddpg ippo_continuous``, 2026-11-29, loaded machine: 3k-env-step
+runs of 11-22 s and 8-16 s wall, evaluations and process start included).
 
 Usage:
   python bench/marl.py --quick --results /tmp/marl-quick.jsonl     # 1 seed, 3k env steps: smoke (~2 min)

@@ -283,3 +283,23 @@ def test_a_torch_checkpoint_acts_and_learns_the_same_on_tf(tmp_path, algorithm):
         assert tf_stats["total_loss"] == pytest.approx(torch_stats["total_loss"], rel=1e-4, abs=1e-5)
     finally:
         tf_trainer.stop()
+
+
+@pytest.mark.slow
+def test_remote_workers_group_the_box_team_and_act_with_the_learners_weights(ray_session):
+    """About 10 s (a local Ray, one remote worker): the remote worker builds the same team env, its
+    steps fill the driver's buffer, and it acts with the learner's weights."""
+    trainer = trainer_of(maddpg_config(workers={"num_workers": 1}))
+    try:
+        for _ in range(2):
+            result = trainer.train()
+        assert len(trainer.replay_buffer) == result["timesteps_total"] > 0
+        (grouped,) = trainer.workers.foreach_worker(lambda w: type(w.env).__name__)[1:]
+        assert grouped == "AgentGroups"
+        local = trainer.workers.local_worker.get_weights()
+        (remote,) = trainer.workers.foreach_worker(lambda w: w.get_weights())[1:]
+        assert local and sorted(remote) == sorted(local)
+        for key, value in local.items():
+            np.testing.assert_array_equal(remote[key], value, err_msg=key)
+    finally:
+        trainer.stop()
