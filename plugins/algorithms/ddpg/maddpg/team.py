@@ -63,6 +63,7 @@ class TeamActing:
     """
 
     config: Any
+    observation_space: Any
     layout: TeamLayout
     agent_actions: int
     num_actions: int
@@ -72,10 +73,12 @@ class TeamActing:
     action_half_range: np.ndarray
     global_timestep: int
     weights_version: int
+    exploration: Any  # DeterministicActorRules.exploration: DDPG's noise on the flat joint action
+    get_weights: Any
 
     def team_observations(self, observations: Any) -> np.ndarray:
         """Team observations as ``[B, n + 1, W]`` float32 (a flat batch is reshaped)."""
-        shape = self.observation_space.shape  # type: ignore[attr-defined]
+        shape = self.observation_space.shape
         return np.asarray(observations, np.float32).reshape(-1, *shape)
 
     def agent_actor_inputs(self, observations: Any) -> np.ndarray:
@@ -98,6 +101,6 @@ class TeamActing:
         else:
             squashed = twin.act(inputs.reshape(batch * n, -1), explore).reshape(batch, self.num_actions)
             if explore:
-                squashed = self.exploration(squashed, timestep)  # type: ignore[attr-defined]
+                squashed = self.exploration(squashed, timestep)
         actions = self.action_low + (squashed + 1.0) * self.action_half_range
         return actions.astype(np.float32, copy=False).reshape(batch, n, self.agent_actions), state, {}
