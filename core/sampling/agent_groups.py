@@ -1,8 +1,9 @@
 """Agent groups: a team of agents presented as one agent whose rows are whole env steps (numpy only).
 
 Why: a value-decomposition learner (``qmix``, ``vdn``) learns one team value from every agent's
-step at once, so it needs team-level rows: all agents' observations, actions and the env's global
-state of one env step in one row. rlgear's sampler keeps per-agent rows; rather than teach it a
+step at once, and ``maddpg``'s centralised critic reads the global state and every agent's action,
+so both need team-level rows: all agents' observations, actions and the env's global state of one
+env step in one row. rlgear's sampler keeps per-agent rows; rather than teach it a
 second layout, the team is grouped into one agent (RLlib's ``with_agent_groups`` does the same).
 :class:`AgentGroups` wraps a :class:`~rlgear.env.MultiAgentVectorEnv` and is a single-agent
 :class:`~rlgear.env.VectorEnv` (``rlgear.testing.check_vector_env`` holds for it), so the
