@@ -164,6 +164,20 @@ def test_a_run_groups_the_team_replays_joint_actions_and_learns(backend, algorit
         trainer.stop()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prioritized_n_step_replay_runs_on_team_rows(backend):
+    """DDPG's replay options apply unchanged: n-step team returns, priorities from the team's TD errors."""
+    config = maddpg_config(backend=backend, training={"prioritized_replay": True, "n_step": 3})
+    trainer = trainer_of(config)
+    try:
+        for _ in range(3):
+            result = trainer.train()
+        assert result["learner/num_grad_updates"] > 0 and np.isfinite(result["learner/critic_loss"])
+        assert len(np.unique(trainer.policy.td_errors)) > 1
+    finally:
+        trainer.stop()
+
+
 def test_a_single_agent_env_runs_as_a_team_of_one():
     """The one-agent case, as everywhere in rlgear (and what ``rlgear plugins --check`` runs)."""
     config = maddpg_config()
