@@ -60,6 +60,22 @@ def test_qmix_and_vdn_declare_multi_agent_recurrent_discrete_on_both_backends(na
     assert registry.load_algorithm(name).groups_agents
 
 
+@pytest.mark.parametrize("name", ["maddpg", "matd3"])
+def test_maddpg_and_matd3_declare_multi_agent_feed_forward_continuous_on_both_backends(name):
+    caps = registry.load_algorithm(name).capabilities()
+    assert caps == {
+        "discrete": False,
+        "continuous": True,  # each agent's Box; the grouped team acts in a Box [agents, A]
+        "multi_discrete": False,
+        "composite": False,
+        "backends": ["tf", "torch"],
+        "multi_agent": True,  # the agents are grouped into one team, a centralised critic (issue 36)
+        "recurrent": False,  # MLP actor and critic (model.lstm is refused)
+        "league": False,  # one team policy for all agents
+    }
+    assert registry.load_algorithm(name).groups_agents
+
+
 def test_continuous_env_with_a_discrete_only_algorithm_fails_before_training(tmp_path):
     config = config_mod.resolve(small_config(tmp_path, env={"name": "Pendulum-v1"}))
     with pytest.raises(UnsupportedError) as raised:
