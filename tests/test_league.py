@@ -4,6 +4,7 @@ and a league run's results and checkpoints."""
 from __future__ import annotations
 
 import dataclasses
+from importlib.util import find_spec
 
 import numpy as np
 import pytest
@@ -19,6 +20,10 @@ from rlgear.testing import check_multi_agent_env
 from tests.multi_agent_envs import make_mixed
 
 TICTACTOE = "pettingzoo.classic.tictactoe_v3"
+#: The tests that play or configure tic-tac-toe (PettingZoo); the league's own logic needs no env.
+needs_pettingzoo = pytest.mark.skipif(
+    find_spec("pettingzoo") is None, reason="needs the pettingzoo extra: pip install 'rlgear[pettingzoo]'"
+)
 
 
 # --- PFSP, payoff, Elo ----------------------------------------------------------------------
@@ -174,6 +179,7 @@ def _tictactoe(num_envs: int):
     return registry.load_env_adapter("pettingzoo")().make(TICTACTOE, num_envs, kwargs={})
 
 
+@needs_pettingzoo
 def test_the_league_env_keeps_the_multi_agent_contract_and_records_every_game():
     inner = _tictactoe(6)
     league = _league()
@@ -200,6 +206,7 @@ def test_the_league_env_keeps_the_multi_agent_contract_and_records_every_game():
     env.close()
 
 
+@needs_pettingzoo
 def test_seats_alternate_between_games_and_the_opponent_moves_inside_the_env():
     inner = _tictactoe(3)
     league = League(LeagueConfig(main_exploiters=0, league_exploiters=0), seed=0)
@@ -254,6 +261,7 @@ def _raw(**extra) -> dict:
     return raw
 
 
+@needs_pettingzoo
 @pytest.mark.parametrize(
     ("extra", "key", "message"),
     [
@@ -273,6 +281,7 @@ def test_config_errors_name_the_key(extra, key, message):
     assert key in str(err.value) and message in str(err.value)
 
 
+@needs_pettingzoo
 @pytest.mark.parametrize("algorithm", ["mappo", "qmix", "a2c"])
 def test_only_algorithms_that_play_in_a_league_take_the_section(algorithm):
     raw = {**_raw(algorithm=algorithm), "training": {}}
@@ -290,6 +299,7 @@ def test_a_league_needs_a_two_player_env(tmp_path):
         registry.load_algorithm("ppo")(config, logdir=tmp_path)
 
 
+@needs_pettingzoo
 def test_the_config_lists_the_players_as_policies():
     config = config_mod.resolve(_raw(league={"main_agents": 2, "league_exploiters": 0}))
     from rlgear.config.multiagent import PolicyMapping, policy_ids
@@ -301,6 +311,7 @@ def test_the_config_lists_the_players_as_policies():
 
 
 # --- a league run -------------------------------------------------------------------------------
+@needs_pettingzoo
 def test_a_league_run_snapshots_resets_exploiters_reports_and_checkpoints(tmp_path):
     config = config_mod.resolve(_raw(training={"evaluation_interval": 2, "evaluation_episodes": 6}))
     trainer = registry.load_algorithm("ppo")(config, logdir=tmp_path / "run")
@@ -344,6 +355,7 @@ def test_a_league_run_snapshots_resets_exploiters_reports_and_checkpoints(tmp_pa
         resumed.stop()
 
 
+@needs_pettingzoo
 def test_a_league_runs_on_tf_with_snapshots_acting(tmp_path):
     pytest.importorskip("tensorflow")
     config = config_mod.resolve(_raw(backend="tf", league={"self_play": 0.0}))
