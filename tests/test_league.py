@@ -356,6 +356,30 @@ def test_a_league_run_snapshots_resets_exploiters_reports_and_checkpoints(tmp_pa
 
 
 @needs_pettingzoo
+def test_rlgear_evaluate_plays_a_league_checkpoint_against_the_baseline(tmp_path, monkeypatch):
+    from rlgear.run.agent import evaluate_checkpoint
+
+    config = config_mod.resolve(_raw())
+    trainer = registry.load_algorithm("ppo")(config, logdir=tmp_path / "run")
+    try:
+        trainer.train()
+        path = trainer.save(tmp_path / "checkpoint")
+    finally:
+        trainer.stop()
+    baseline_moves: list[int] = []
+    act = RandomOpponent.act
+
+    def counted(self, ts, explore=True, slots=None):
+        baseline_moves.append(len(ts.step_type))
+        return act(self, ts, explore, slots)
+
+    monkeypatch.setattr(RandomOpponent, "act", counted)
+    episodes = evaluate_checkpoint(path, 9, []).episodes
+    assert len(episodes) == 9 and sum(baseline_moves) > 0  # the random player moved in the games
+    assert all(len(e["policy_returns"]) == 1 for e in episodes)
+
+
+@needs_pettingzoo
 def test_a_league_runs_on_tf_with_snapshots_acting(tmp_path):
     pytest.importorskip("tensorflow")
     config = config_mod.resolve(_raw(backend="tf", league={"self_play": 0.0}))
