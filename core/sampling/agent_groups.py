@@ -53,7 +53,7 @@ from rlgear.preprocessing import ACTION_MASK_KEY, ObservationPreprocessor
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Space, flat_dim
 from rlgear.timestep import StepType, TimeStep
 
-__all__ = ["AgentGroups", "TeamLayout", "team_layout"]
+__all__ = ["AgentGroups", "TeamLayout", "team_layout", "team_refusals"]
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 #: The observation key of the team Box when the team observation is a Dict with an action mask.
@@ -87,6 +87,30 @@ class TeamLayout:
         agents = obs[..., :n, 1:][..., self.obs_columns]
         state = obs[..., n, 1:][..., self.state_columns]
         return agents, state, obs[..., :n, 0]
+
+
+def team_refusals(config: Any, algorithm: str) -> list[tuple[bool, str, str]]:
+    """``(refused, key, message)`` of what no algorithm on grouped agents builds (qmix, vdn, maddpg):
+    conv nets (each agent's observation is a flat row), an observation filter (it would shift the
+    presence flags and padding) and learner actors (the team learns in the driver)."""
+    model = config.model
+    return [
+        (
+            bool(model.conv_filters),
+            "model.conv_filters",
+            f"{algorithm} flattens each agent's observation into a row: conv nets are not built",
+        ),
+        (
+            model.observation_filter != "none",
+            "model.observation_filter",
+            f"{algorithm}'s team observation holds presence flags and padding a filter would shift; set it to none",
+        ),
+        (
+            config.learners.num_learners > 0,
+            "learners.num_learners",
+            f"{algorithm} learns in the driver; set it to 0",
+        ),
+    ]
 
 
 def team_layout(space: Space) -> TeamLayout:

@@ -11,6 +11,7 @@ from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.ddpg.ddpg import DDPG
 from rlgear.plugins.algorithms.ddpg.maddpg.config import MADDPGConfig, MATD3Config
 from rlgear.plugins.algorithms.ddpg.maddpg.team import team_spaces
+from rlgear.sampling.agent_groups import team_refusals
 
 #: Keys that shape the networks (the actor's input, the number of critics): reset_config() refuses them.
 NETWORK_KEYS = ("agent_id", "twin_q")
@@ -52,30 +53,16 @@ class MADDPG(DDPG):
                 f"{cls.name}'s actor and critic are feed-forward; set it to false",
             ),
             (
-                bool(config.model.conv_filters),
-                "model.conv_filters",
-                f"{cls.name} flattens each agent's observation into a row: conv nets are not built",
-            ),
-            (
                 bool(config.model.custom),
                 "model.custom",
                 f"{cls.name} builds its own shared actor and centralised critic (model.hidden_sizes)",
-            ),
-            (
-                config.model.observation_filter != "none",
-                "model.observation_filter",
-                f"{cls.name}'s team observation holds presence flags and padding a filter would shift; set it to none",
             ),
             (
                 config.exploration.name is not None,
                 "exploration.name",
                 f"{cls.name} explores with DDPG's noise per agent (training.exploration_noise); remove the key",
             ),
-            (
-                config.learners.num_learners > 0,
-                "learners.num_learners",
-                f"{cls.name} learns in the driver; set it to 0",
-            ),
+            *team_refusals(config, cls.name),
         )
         for refused, key, message in refusals:
             if refused:
