@@ -236,7 +236,9 @@ class BoxWorld(gym.Env):
             if isinstance(value, bool) or int(value) != value or value < low:
                 raise ValueError(f"BoxWorld {name} must be an integer >= {low}, got {value!r}")
         if observation_mode not in ("pixels", "entities"):
-            raise ValueError(f"BoxWorld observation_mode must be 'pixels' or 'entities', got {observation_mode!r}")
+            raise ValueError(
+                f"BoxWorld observation_mode must be 'pixels' or 'entities', got {observation_mode!r}"
+            )
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"BoxWorld render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.size = int(size)
@@ -381,7 +383,8 @@ class BoxWorld(gym.Env):
         self._steps += 1
         truncated = not terminated and self._steps >= self.max_steps
         self._done = terminated or truncated
-        return self._obs(), reward, terminated, truncated, {"is_success": success, "boxes_opened": self._opened}
+        info = {"is_success": success, "boxes_opened": self._opened}
+        return self._obs(), reward, terminated, truncated, info
 
     def _loosen(self, box: BoxSpec, content_row: int) -> None:
         """An opened box's key becomes loose: same pixel and row, now walkable and collectable."""
