@@ -431,3 +431,10 @@ def test_a_random_policy_rarely_solves_the_default_level():
                     wins += info["is_success"]
                     break
         assert low <= wins / 200 <= high, (kwargs, wins)
+
+
+def test_the_palette_is_distinct_and_apart_from_floor_agent_border_and_gem():
+    colours = {tuple(int(v) for v in c) for c in PALETTE}
+    assert len(colours) == len(PALETTE) == 36
+    assert not colours & {FLOOR, AGENT, BORDER, GEM}
+    assert all(max(c) - min(c) >= 60 for c in colours)  # saturated: no grey a CNN could confuse
