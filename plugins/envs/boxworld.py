@@ -16,9 +16,9 @@ up/down/left/right (actions 0, 1, 2, 3); a move into the border or into a locked
   collects the gem (it appears in the held-key pixel) and ends the episode (``terminated``). This
   merges the paper's two steps "open the box, then walk onto the gem" into one.
 * **Distractor branches:** ``num_distractors`` chains of ``distractor_length`` boxes each. Branch
-  ``b`` starts with a lock in the colour of a key of the solution path (the loose key or the key of
-  path box ``i < solution_length - 1``, drawn uniformly and independently per branch, so two branches
-  may hang off the same key); its boxes hold keys of fresh colours, each opening the next box of the
+  ``b`` starts with a lock in the colour of one of the ``solution_length`` keys that open path boxes
+  (the loose key or the key inside one of the first ``solution_length - 1`` path boxes), drawn
+  uniformly and independently per branch, so two branches may hang off the same key; its boxes hold keys of fresh colours, each opening the next box of the
   branch, and the last one holds a key that opens nothing. Opening a branch box uses up the path key
   the agent needed, so the gem can no longer be reached: as in the paper, the episode ends there
   (``terminated``).
