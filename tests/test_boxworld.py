@@ -109,6 +109,19 @@ def bfs(start, goal, blocked: set, size: int) -> list[int] | None:
     return None
 
 
+def flood(start, blocked: set, size: int) -> set:
+    """Every cell reachable from ``start`` around ``blocked``."""
+    seen, queue = {start}, deque([start])
+    while queue:
+        r, c = queue.popleft()
+        for dr, dc in MOVES:
+            nxt = (r + dr, c + dc)
+            if 0 <= nxt[0] < size and 0 <= nxt[1] < size and nxt not in seen and nxt not in blocked:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
 def walk(env: BoxWorld, goal, avoid=()) -> tuple[float, bool, bool, dict]:
     """Walk to ``goal`` by BFS on the current entity list (around ``avoid`` too): rewards summed, terminated,
     truncated, info."""
@@ -239,7 +252,7 @@ def test_levels_follow_the_documented_structure(length, branches, branch_length)
         # every relevant cell is reachable with every box still locked: the key, a side of every lock
         blocked = set(coloured[1:])
         free = [(r, c) for r in range(n) for c in range(n) if (r, c) not in blocked]
-        reach = {cell for cell in free if bfs(level.agent, cell, blocked, n) is not None}
+        reach = flood(level.agent, blocked, n)
         assert reach == set(free)  # the floor is one connected region
         assert level.loose_key in reach
         for b in level.boxes:
