@@ -101,6 +101,7 @@ def _palette() -> np.ndarray:
 
 #: The key and lock colours a level draws from (``[36, 3]`` uint8).
 PALETTE = _palette()
+_PALETTE_RGB = [tuple(int(v) for v in colour) for colour in PALETTE]
 #: Index of the gem in a box's ``content`` colour (it is not a palette entry).
 GEM_COLOUR = -1
 
@@ -302,17 +303,14 @@ class BoxWorld(gym.Env):
 
     @staticmethod
     def _rgb(colour: int) -> tuple[int, int, int]:
-        return GEM if colour == GEM_COLOUR else tuple(int(v) for v in PALETTE[colour])
+        return GEM if colour == GEM_COLOUR else _PALETTE_RGB[colour]
 
-    def _set_row(self, row: int, cell: tuple[int, int] | None, kind: int, rgb) -> None:
-        e = self._entities[row]
-        e[:] = 0.0
-        e[0] = 1.0
-        if cell is not None:
-            scale = self.size + 1
-            e[1], e[2] = (cell[1] + 1) / scale, (cell[0] + 1) / scale
-        e[kind] = 1.0
-        e[8:11] = np.asarray(rgb, np.float32) / 255.0
+    def _set_row(self, row: int, cell: tuple[int, int], kind: int, rgb: tuple[int, int, int]) -> None:
+        scale = self.size + 1
+        values = [1.0, (cell[1] + 1) / scale, (cell[0] + 1) / scale, 0.0, 0.0, 0.0, 0.0, 0.0]
+        values[kind] = 1.0
+        values += [v / 255.0 for v in rgb]
+        self._entities[row] = values  # one assignment: a reset writes a dozen rows
 
     def _put(self, cell, code, colour, row, kind) -> None:
         r, c = cell
