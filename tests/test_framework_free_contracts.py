@@ -108,8 +108,8 @@ def test_plugins_matrix_shows_numpy_for_a_framework_free_algorithm():
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines() if line.strip().startswith(("es ", "ars "))]
     assert {row[0] for row in rows} >= {"es", "ars"}
-    for row in rows:  # name, 4 action-space columns, one column per installed backend, 2 flags
-        backend_cells = row[5:-2]
+    for row in rows:  # name, 4 action-space columns, one column per installed backend, 3 flags
+        backend_cells = row[5:-3]
         assert backend_cells and backend_cells == ["numpy"] * len(backend_cells), row
 
 
