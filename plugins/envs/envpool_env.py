@@ -169,6 +169,15 @@ class EnvPoolAdapter(EnvAdapter):
         envpool = import_envpool()
         if preset is not None:
             kwargs = atari.envpool_preset(preset, dict(kwargs))
+        if kwargs.get("noop_max") == 0:
+            # envpool 1.0.1 draws its no-ops from uniform_int_distribution(0, noop_max - 1): with 0 the
+            # range is empty and the first reset crashes the process (a segmentation fault, measured)
+            raise ConfigError(
+                "env.kwargs.noop_max: 0 crashes envpool's Atari pools at their first reset; envpool starts "
+                "each episode with 1 to noop_max no-op frames (without use_fire_reset), so 1 is the fewest "
+                "(one no-op frame). For no no-ops at all (Machado et al.'s exact protocol) use the "
+                "gymnasium adapter (env.name: ALE/<Game>-v5, env.preset: atari, env.kwargs.noop_max: 0)"
+            )
         known = envpool.list_all_envs()
         if name not in known:
             raise ConfigError(
