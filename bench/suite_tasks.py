@@ -185,7 +185,7 @@ ELSEWHERE = [
     ("Pendulum-v1", "td3", "bench/offpolicy.py, the off-policy section below"),
 ]
 
-# --- MuJoCo (issue 34: bench/mujoco.py, not suite.py's table) ------------------------------------------
+# --- MuJoCo (issue 34: bench/mujoco_suite.py, not suite.py's table) ------------------------------------------
 # rl-baselines3-zoo's MuJoCo entries (sac.yml and td3.yml &mujoco-defaults; ppo.yml Hopper-v3, tuned on
 # v3, run here on v5), at the issue's budgets: sac and td3 300k (zoo 1M), ppo 1M (the zoo's). The
 # thresholds only mark "steps to threshold": HalfCheetah 4000, Hopper 2500.
