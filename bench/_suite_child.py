@@ -99,8 +99,14 @@ def run_rlgear(task: Task, seed: int, budget: int, eval_every: int, episodes: in
     trainer = registry.load_algorithm(raw["algorithm"])(raw)
     try:
         policy = LoadedPolicy(trainer.policy, trainer.config)
+        normalizers = _observation_normalizers(trainer)
 
         def act(obs: np.ndarray) -> Any:
+            for (
+                rms,
+                epsilon,
+            ) in normalizers:  # env.wrappers_vector's NormalizeObservation, as SB3's normalize_obs
+                obs = ((obs - rms.mean) / np.sqrt(rms.var + epsilon)).astype(np.float32)
             return policy.compute_single_action(obs)
 
         next_eval = eval_every
@@ -114,6 +120,17 @@ def run_rlgear(task: Task, seed: int, budget: int, eval_every: int, episodes: in
         return trainer.timesteps_total
     finally:
         trainer.stop()
+
+
+def _observation_normalizers(trainer: Any) -> list[tuple[Any, float]]:
+    """``(running statistics, epsilon)`` of each ``NormalizeObservation`` in the run's ``env.wrappers_vector``:
+    the evaluation env is a plain gymnasium env, so its observations are normalized here with the
+    training env's statistics (live: they keep updating while training runs)."""
+    from gymnasium.wrappers.vector import NormalizeObservation
+
+    env = trainer.workers.local_worker.env
+    wrappers = getattr(env, "vector_wrappers", [])
+    return [(w.obs_rms, w.epsilon) for w in wrappers if isinstance(w, NormalizeObservation)]
 
 
 def _sb3_kwargs(task: Task, budget: int) -> dict[str, Any]:
@@ -159,7 +176,18 @@ def run_sb3(task: Task, seed: int, budget: int, eval_every: int, episodes: int, 
     if normalize:
         env = VecNormalize(env, gamma=task.sb3.get("kwargs", {}).get("gamma", 0.99))
     algorithm = sb3_algorithm(task.algorithm)
-    model = algorithm("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **_sb3_kwargs(task, budget))
+    kwargs = _sb3_kwargs(task, budget)
+    policy_kwargs = dict(kwargs.get("policy_kwargs", {}))
+    if isinstance(policy_kwargs.get("activation_fn"), str):  # the zoo's nn.ReLU, kept as text in the task
+        policy_kwargs["activation_fn"] = getattr(torch.nn, policy_kwargs["activation_fn"])
+        kwargs["policy_kwargs"] = policy_kwargs
+    noise = task.sb3.get("action_noise")
+    if noise is not None:  # the zoo's noise_type: normal, noise_std (in the env's action units)
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        n_actions = env.action_space.shape[-1]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(n_actions), noise["normal"] * np.ones(n_actions))
+    model = algorithm("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **kwargs)
 
     def act(obs: np.ndarray) -> Any:
         if normalize:

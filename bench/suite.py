@@ -255,8 +255,20 @@ def plot_task(task: Task, rows: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
-def report(path: Path, doc: Path | None, plots: Path | None) -> str:
-    current = {(task.name, lib): settings_digest(task, lib) for task in TASKS for lib in (*LIBS, "env")}
+def report(
+    path: Path,
+    doc: Path | None,
+    plots: Path | None,
+    tasks: list[Task] | None = None,
+    marker: str = "suite-table",
+    elsewhere_tasks: list[tuple[str, str, str]] | None = None,
+    wall_ratio_target: float = 0.5,
+) -> str:
+    """The table of ``tasks`` (default: the suite's) from the results file; with ``doc``, written between
+    ``<!-- {marker}:begin -->`` and ``<!-- {marker}:end -->`` there (bench/mujoco_suite.py: its own marker)."""
+    tasks = TASKS if tasks is None else tasks
+    elsewhere_tasks = ELSEWHERE if elsewhere_tasks is None else elsewhere_tasks
+    current = {(task.name, lib): settings_digest(task, lib) for task in tasks for lib in (*LIBS, "env")}
     rows = [r for r in load_results(path) if r.get("settings") == current.get((r["task"], r["lib"]))]
     env_floor = {r["task"]: r["wall_s"] for r in rows if r["lib"] == "env"}
     rows = [r for r in rows if r["lib"] != "env"]
@@ -271,7 +283,7 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
         "(solved) | wall s rlgear / SB3 | wall ratio | env alone s | ratio above env | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for task in TASKS:
+    for task in tasks:
         libs = by_task.get(task.name)
         if not libs or len(libs) < 2:
             continue
@@ -287,7 +299,7 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
         floor_text = "-" if floor is None else f"{floor:.1f}"
         returns_ok = r["iqm"] >= s["iqm"] or r["iqm"] >= s["ci"][0]
         verdict = ("return ok" if returns_ok else "**return below**") + (
-            ", time ok" if ratio <= 0.5 else ", **time above 0.5x**"
+            ", time ok" if ratio <= wall_ratio_target else f", **time above {wall_ratio_target:.2g}x**"
         )
         lines.append(
             f"| {task.name} (>= {task.threshold:g}) | {r['budget'] / 1000:.0f}k | {r['seeds']}/{s['seeds']} "
@@ -296,15 +308,15 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
             f"{ratio:.2f} | {floor_text} | {above} | {verdict} |"
         )
     table = "\n".join(lines)
-    elsewhere = "\n".join(f"- {algo} on {env}: {why}" for env, algo, why in ELSEWHERE)
+    elsewhere = "\n".join(f"- {algo} on {env}: {why}" for env, algo, why in elsewhere_tasks)
     if plots is not None:
-        for task in TASKS:
+        for task in tasks:
             task_rows = [r for r in rows if r["task"] == task.name]
             if task_rows:
                 plot_task(task, task_rows, plots / f"{task.name}.png")
     if doc is not None:
         text = doc.read_text() if doc.exists() else ""
-        begin, end = "<!-- suite-table:begin -->", "<!-- suite-table:end -->"
+        begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
         block = f"{begin}\n{table}\n\nMeasured elsewhere:\n{elsewhere}\n{end}"
         if begin in text and end in text:
             text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]

@@ -273,6 +273,9 @@ class EnvAdapter(ABC):
     #: (around each env), ``"wrappers_vector"`` (around the vector env). The base
     #: :meth:`check_config` refuses the others when the config sets them.
     applies_wrappers: ClassVar[tuple[str, ...]] = ()
+    #: The ``env.preset`` names ``make`` takes (as ``preset=``); the base :meth:`check_config`
+    #: refuses the others.
+    presets: ClassVar[tuple[str, ...]] = ()
     #: The ``env.vectorization`` values ``make`` honours; the base :meth:`check_config`
     #: refuses the others.
     vectorizations: ClassVar[tuple[str, ...]] = ("auto", "sync", "async", "native")
@@ -287,6 +290,7 @@ class EnvAdapter(ABC):
         Raise ``config.fail(path, message)``. This base check, written once for every adapter,
         refuses what the class attributes say ``make`` can't take: ``env.wrappers`` and
         ``env.wrappers_vector`` (gymnasium wrappers) outside :attr:`applies_wrappers`, an
+        ``env.preset`` outside :attr:`presets`, an
         ``env.vectorization`` outside :attr:`vectorizations`, and
         ``training.evaluation_video_every`` unless :attr:`records_video`. An adapter that
         checks more (the wrappers it applies) overrides this and calls it first.
@@ -306,6 +310,10 @@ class EnvAdapter(ABC):
                 f"env adapter '{name}' does not apply gymnasium wrappers (the gymnasium adapter "
                 "does); remove the key, or wrap the env on its side",
             )
+        preset = getattr(config.env, "preset", None)
+        if preset is not None and preset not in cls.presets:
+            known = f"its presets: {', '.join(cls.presets)}" if cls.presets else "it has none"
+            raise config.fail("env.preset", f"the {name} adapter has no preset '{preset}' ({known})")
         if config.env.vectorization not in cls.vectorizations:
             raise config.fail(
                 "env.vectorization",
@@ -339,6 +347,6 @@ class EnvAdapter(ABC):
         rlgear passes further keywords only to an adapter that accepts them:
         ``wrappers`` and ``wrappers_vector`` (lists of
         :class:`rlgear.config.WrapperConfig`, when the config sets them and
-        :meth:`check_config` let them through) and ``video`` (a
-        :class:`VideoRequest`, only if :attr:`records_video`).
+        :meth:`check_config` let them through), ``preset`` (the ``env.preset`` name, one of
+        :attr:`presets`) and ``video`` (a :class:`VideoRequest`, only if :attr:`records_video`).
         """

@@ -36,7 +36,7 @@ from rlgear.run import league_play, trainer_state
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.intrinsic import wrap_postprocess
 from rlgear.sampling.metrics import MetricsWindow
-from rlgear.sampling.postprocessing import trainable_rows
+from rlgear.sampling.postprocessing import trainable_rows, with_clipped_rewards
 from rlgear.sampling.rollout_worker import EVALUATION_WORKER_INDEX, RolloutWorker, env_seed, worker_seed
 
 #: The ``policies`` key of a framework-free policy: used under every ``backend:`` value.
@@ -208,7 +208,9 @@ class Trainer:
             config,
             policy_cls,
             adapter_cls,
-            wrap_postprocess(type(self).postprocess, config, self.name),  # exploration: intrinsic rewards
+            # training.clip_rewards (outermost: the env's rewards are clipped before intrinsic ones join them),
+            # exploration: intrinsic rewards
+            with_clipped_rewards(wrap_postprocess(type(self).postprocess, config, self.name), config),
             self.hooks,
             check_spaces=self.check_spaces,
             learner=learner,

@@ -43,8 +43,10 @@ def es_config(tmp_path, **sections):
 
 # --- the training config ---------------------------------------------------------------------
 PRE_SPLIT_TRAINING_KEYS = [  # TrainingConfig's fields, in order, before BaseTrainingConfig existed
+    # (clip_rewards: added since, issue 34, at the end of the gradient keys)
     "gamma", "lr", "lr_schedule", "optimizer", "optimizer_kwargs", "optimizer_epsilon", "grad_clip",
-    "max_nonfinite_updates", "train_batch_size", "min_time_s_per_iteration", "min_env_steps_per_iteration",
+    "max_nonfinite_updates", "train_batch_size", "clip_rewards", "min_time_s_per_iteration",
+    "min_env_steps_per_iteration",
     "metrics_window", "evaluation_interval", "evaluation_episodes", "evaluation_video_every", "eager",
 ]  # fmt: skip
 

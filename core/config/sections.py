@@ -52,6 +52,14 @@ class EnvConfig:
         "Recording videos always builds sync envs.",
         "auto",
     )
+    preset: str | None = doc(
+        "A named protocol the adapter applies: 'atari' (gymnasium and envpool adapters): Machado et "
+        "al. 2018's Atari protocol: v5 sticky actions (0.25), frame skip 4 with max-pooling, 84x84 "
+        "grayscale, 4-frame stack (channels last, uint8), up to 30 no-op starts, no terminal on life "
+        "loss, minimal action set; env.kwargs override its options by name (docs/atari-mujoco.md). "
+        "Pair it with training.clip_rewards: true. null: the env as env.kwargs and env.wrappers make it.",
+        None,
+    )
     wrappers: list[WrapperConfig] = doc(
         "gymnasium.Wrapper classes applied to each env, in order (the first wraps the bare env), "
         "e.g. [{name: gymnasium.wrappers.FrameStackObservation, kwargs: {stack_size: 4}}]; each item "

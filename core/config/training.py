@@ -107,6 +107,14 @@ class _GradientKeys:
         10,
     )
     train_batch_size: int = doc("Env steps collected per training step.", 4000)
+    clip_rewards: bool | float | None = doc(
+        "Clip the env's rewards before the algorithm's postprocessing sees them (returns, advantages, "
+        "replay rows): true takes their sign (-1, 0, +1; Mnih et al. 2015, the Atari protocol, SB3's and "
+        "CleanRL's ClipRewardEnv), a number c clips them to [-c, c], false or null leaves them. Reported "
+        "episode returns stay the env's own. Applied on the rollout workers, for every algorithm that "
+        "learns from sampled rows.",
+        None,
+    )
 
 
 # The base classes in this order keep the fields in the order they always had (gradient keys, loop
@@ -129,6 +137,12 @@ def check_gradient_keys(config: RunConfig, fail) -> None:
                 raise fail(
                     f"training.lr_schedule[{i}]", f"the learning rate must not be negative, got {point[1]}"
                 )
+    clip = config.training.clip_rewards
+    if clip is not None and not isinstance(clip, bool) and not clip > 0:
+        raise fail(
+            "training.clip_rewards",
+            f"expected true (the sign of each reward), a positive number (clip to [-c, c]) or null, got {clip}",
+        )
     check_optimizer(config, fail)
 
 

@@ -9,6 +9,9 @@ never trained on either.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from rlgear import value_ops
@@ -71,3 +74,50 @@ def add_discounted_returns(
     out[SampleBatch.VALUE_TARGETS] = np.concatenate([returns, pad])
     out[SampleBatch.ADVANTAGES] = np.concatenate([returns - values[:-1], pad]).astype(np.float32)
     return out
+
+
+def clip_rewards(rewards: np.ndarray, clip: bool | float) -> np.ndarray:
+    """``training.clip_rewards``: the sign of each reward (``True``) or the rewards clipped to [-clip, clip].
+
+    The sign is Mnih et al. 2015's clipping for Atari (every game's rewards are
+    integers, so it is the same as clipping to [-1, 1] there) and what SB3's and
+    CleanRL's ``ClipRewardEnv`` do; a number is RLlib's float form of the key.
+    """
+    if clip is True:
+        return np.sign(rewards).astype(np.float32)
+    return np.clip(rewards, -float(clip), float(clip)).astype(np.float32)
+
+
+#: Attributes of a postprocess function that the sampler reads (see rlgear.sampling.sampler).
+_POSTPROCESS_ATTRIBUTES = ("window_columns", "makes_own_sequences")
+
+
+class ClippedRewardsPostprocess:
+    """The algorithm's ``postprocess`` run on a fragment whose rewards are clipped (``training.clip_rewards``).
+
+    Why here and not in an env wrapper: the rewards the algorithm learns from are
+    clipped for every algorithm and every env adapter alike (envpool's pools
+    included, which take no gymnasium wrappers), while the episode returns the run
+    reports stay the env's own, since the sampler sums them before postprocessing.
+    Picklable: remote workers get it as the plain postprocess function.
+    """
+
+    def __init__(self, postprocess: Callable[..., SampleBatch], clip: bool | float):
+        self.postprocess = postprocess
+        self.clip = clip
+        for name in _POSTPROCESS_ATTRIBUTES:  # what the sampler asks of the function it wraps
+            if hasattr(postprocess, name):
+                setattr(self, name, getattr(postprocess, name))
+
+    def __call__(self, fragment: SampleBatch, policy: Any, config: Any) -> SampleBatch:
+        out = SampleBatch(fragment)
+        out[SampleBatch.REWARDS] = clip_rewards(np.asarray(fragment[SampleBatch.REWARDS]), self.clip)
+        return self.postprocess(out, policy, config)
+
+
+def with_clipped_rewards(postprocess: Callable[..., Any], config: Any) -> Callable[..., Any]:
+    """``postprocess`` as is unless ``training.clip_rewards`` is set (true or a number), else wrapped."""
+    clip = getattr(config.training, "clip_rewards", None)
+    if clip is None or clip is False:
+        return postprocess
+    return ClippedRewardsPostprocess(postprocess, clip)

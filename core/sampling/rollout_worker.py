@@ -129,6 +129,8 @@ class RolloutWorker:
             options["wrappers"] = list(env_cfg.wrappers)
         if env_cfg.wrappers_vector:
             options["wrappers_vector"] = list(env_cfg.wrappers_vector)
+        if getattr(env_cfg, "preset", None) is not None:  # adapters without presets refused it
+            options["preset"] = env_cfg.preset
         if video is not None:
             options["video"] = video
         league = config.league

@@ -27,7 +27,7 @@ from gymnasium.vector.utils import batch_space
 from rlgear.env import EnvAdapter, VectorEnv
 from rlgear.errors import ConfigError, did_you_mean
 
-from . import gymnasium_wrappers
+from . import atari, gymnasium_wrappers
 from .gymnasium_env import GymnasiumAdapter
 
 #: envpool's config keys that the adapter sets itself (from ``num_envs``, the reset seed, ``horizon``).
@@ -69,7 +69,23 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         self.pool = self._build(seed)
         with warnings.catch_warnings():  # envpool's float64 bounds: "precision lowered to float32"
             warnings.simplefilter("ignore")
-            self.single_observation_space = self.pool.observation_space
+            observation_space = self.pool.observation_space
+            #: envpool's frame stacks (Atari, ViZDoom: the envs with a ``stack_num`` option) are
+            #: channels first ``[stack, H, W]``; rlgear's conv trunk reads ``[H, W, C]``. A transpose
+            #: of the batch (num_envs x 28 kB for Atari) is cheaper than teaching both backends'
+            #: trunks (and the numpy twin, and exported models) a second layout.
+            self.channels_last = (
+                isinstance(observation_space, gym.spaces.Box)
+                and len(observation_space.shape) == 3
+                and "stack_num" in self.pool.config
+            )
+            if self.channels_last:
+                observation_space = gym.spaces.Box(
+                    np.moveaxis(observation_space.low, 0, -1),
+                    np.moveaxis(observation_space.high, 0, -1),
+                    dtype=observation_space.dtype,
+                )
+            self.single_observation_space = observation_space
             self.single_action_space = self.pool.action_space
             self.observation_space = batch_space(self.single_observation_space, num_envs)
             self.action_space = batch_space(self.single_action_space, num_envs)
@@ -85,10 +101,18 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
             self.pool.close()
             self.pool = self._build(seed)
             self._seed = seed
-        return self.pool.reset()
+        obs, info = self.pool.reset()
+        return self._observations(obs), info
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        return self.pool.step(np.asarray(actions))
+        obs, reward, terminated, truncated, info = self.pool.step(np.asarray(actions))
+        return self._observations(obs), reward, terminated, truncated, info
+
+    def _observations(self, obs: Any) -> Any:
+        """``[B, C, H, W]`` stacks as ``[B, H, W, C]`` (contiguous) when :attr:`channels_last`."""
+        if not self.channels_last:
+            return obs
+        return np.ascontiguousarray(np.moveaxis(obs, 1, -1))
 
     def close_extras(self, **kwargs: Any) -> None:
         self.pool.close()
@@ -119,6 +143,7 @@ class EnvPoolAdapter(EnvAdapter):
 
     # A pool has no env objects to wrap or render: the base check_config refuses the rest.
     applies_wrappers = ("wrappers_vector",)
+    presets = atari.PRESETS
     vectorizations = ("auto", "native")
     steps_envs = "steps all envs in one C++ pool"
 
@@ -137,8 +162,22 @@ class EnvPoolAdapter(EnvAdapter):
         horizon: int | None = None,
         worker_index: int = 0,
         wrappers_vector: Sequence[Any] = (),
+        preset: str | None = None,
     ) -> VectorEnv:
+        """``preset`` (``env.preset: atari``) sets envpool's own Atari options
+        (:data:`rlgear.plugins.envs.atari.ENVPOOL_KWARGS`), ``env.kwargs`` overriding them."""
         envpool = import_envpool()
+        if preset is not None:
+            kwargs = atari.envpool_preset(preset, dict(kwargs))
+        if kwargs.get("noop_max") == 0:
+            # envpool 1.0.1 draws its no-ops from uniform_int_distribution(0, noop_max - 1): with 0 the
+            # range is empty and the first reset crashes the process (a segmentation fault, measured)
+            raise ConfigError(
+                "env.kwargs.noop_max: 0 crashes envpool's Atari pools at their first reset; envpool starts "
+                "each episode with 1 to noop_max no-op frames (without use_fire_reset), so 1 is the fewest "
+                "(one no-op frame). For no no-ops at all (Machado et al.'s exact protocol) use the "
+                "gymnasium adapter (env.name: ALE/<Game>-v5, env.preset: atari, env.kwargs.noop_max: 0)"
+            )
         known = envpool.list_all_envs()
         if name not in known:
             raise ConfigError(

@@ -12,6 +12,7 @@ LAST with discount 1.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.metadata
 import math
 import warnings
@@ -38,7 +39,7 @@ from rlgear.spaces import (
 )
 from rlgear.timestep import StepType, TimeStep
 
-from . import gymnasium_native, gymnasium_wrappers
+from . import atari, gymnasium_native, gymnasium_wrappers
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -89,13 +90,32 @@ def _make_env(
     kwargs: dict[str, Any],
     horizon: int | None,
     wrappers: Sequence[gymnasium_wrappers.Spec] = (),
+    preset: str | None = None,
 ) -> gym.Env:
-    """Build one env, wrapped by ``env.wrappers`` in order (module-level so async vector envs can pickle it)."""
-    return gymnasium_wrappers.apply(_make_bare_env(name, kwargs, horizon), wrappers)
+    """Build one env, wrapped by ``env.wrappers`` in order (module-level so async vector envs can pickle it).
+
+    With ``env.preset`` the preset's wrappers come first (around the bare env), then the
+    horizon's time limit (so ``workers.horizon`` counts agent steps, not emulator frames),
+    then ``env.wrappers``.
+    """
+    if preset is None:
+        return gymnasium_wrappers.apply(_make_bare_env(name, kwargs, horizon), wrappers)
+    make_kwargs, preset_wrappers = atari.gymnasium_preset(preset, kwargs)
+    time_limit = (
+        [("gymnasium.wrappers.TimeLimit", {"max_episode_steps": horizon})] if horizon is not None else []
+    )
+    return gymnasium_wrappers.apply(
+        _make_bare_env(name, make_kwargs, None), [*preset_wrappers, *time_limit, *wrappers]
+    )
 
 
 #: The entry-point group through which env packages register a namespace of ids (e.g. MinAtar).
 ENV_PLUGIN_GROUP = "gymnasium.envs"
+
+#: Namespaces whose package registers its ids when imported, with no entry point (ale-py registers
+#: ALE/Pong-v5 ... on ``import ale_py``; gymnasium 1.x asks for ``gym.register_envs(ale_py)``), and
+#: the rlgear extra that installs it.
+NAMESPACE_MODULES = {"ALE": ("ale_py", "atari")}
 
 
 def register_env_plugin(name: str) -> None:
@@ -111,6 +131,16 @@ def register_env_plugin(name: str) -> None:
     if ":" in name or "/" not in name or name in gym.registry:
         return
     namespace = name.split("/", 1)[0]
+    if namespace in NAMESPACE_MODULES:
+        module, extra = NAMESPACE_MODULES[namespace]
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ConfigError(
+                f"env.name: {name} needs {module}: pip install 'rlgear[{extra}]' ({err})"
+            ) from err
+        if name in gym.registry:
+            return
     for entry_point in importlib.metadata.entry_points(group=ENV_PLUGIN_GROUP, name=namespace):
         try:
             register = entry_point.load()
@@ -304,6 +334,7 @@ class GymnasiumAdapter(EnvAdapter):
     default_env = "CartPole-v1"  # what `rlgear plugins --check gymnasium` builds without --env-name
     records_video = True
     applies_wrappers = ("wrappers", "wrappers_vector")
+    presets = atari.PRESETS
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -312,7 +343,15 @@ class GymnasiumAdapter(EnvAdapter):
         super().check_config(config)
         gymnasium_wrappers.check(config)
         env = config.env
-        make_bare_env = functools.partial(_make_bare_env, env.name, dict(env.kwargs), config.workers.horizon)
+        preset = getattr(env, "preset", None)
+        if preset is None:
+            make_bare_env = functools.partial(
+                _make_bare_env, env.name, dict(env.kwargs), config.workers.horizon
+            )
+        else:  # env.wrappers wrap the preset's env
+            make_bare_env = functools.partial(
+                _make_env, env.name, dict(env.kwargs), config.workers.horizon, (), preset
+            )
         gymnasium_wrappers.probe(config, make_bare_env)
 
     def make(
@@ -327,25 +366,28 @@ class GymnasiumAdapter(EnvAdapter):
         wrappers: Sequence[Any] = (),
         wrappers_vector: Sequence[Any] = (),
         video: VideoRequest | None = None,
+        preset: str | None = None,
     ) -> VectorEnv:
         """``wrappers`` wrap each env (in its factory), ``wrappers_vector`` the vector env; ``video``
-        records env 0, which is then built in this process (sync vectorization)."""
+        records env 0, which is then built in this process (sync vectorization); ``preset`` (``env.preset``)
+        wraps each env beneath ``wrappers`` (rlgear.plugins.envs.atari)."""
+        atari.check_preset(preset, "gymnasium")
         _check_name(name)
         per_env = gymnasium_wrappers.specs(wrappers)
         mode = gymnasium_native.choose(
-            vectorization, name, per_env_wrappers=bool(per_env), video=video is not None
+            vectorization, name, per_env_wrappers=bool(per_env) or preset is not None, video=video is not None
         )
         if mode == "native":
             vec = gymnasium_native.make_native(name, num_envs, dict(kwargs), horizon)
             return self._finish(vec, name, wrappers_vector)  # native: no env.wrappers
-        make_one = functools.partial(_make_env, name, dict(kwargs), horizon, per_env)
+        make_one = functools.partial(_make_env, name, dict(kwargs), horizon, per_env, preset)
         try:
             # fail here, with a readable error, not inside a subprocess
             if video is None:
                 probe = make_one()
             else:
                 try:
-                    first = _make_env(name, {**kwargs, "render_mode": "rgb_array"}, horizon, per_env)
+                    first = _make_env(name, {**kwargs, "render_mode": "rgb_array"}, horizon, per_env, preset)
                 except TypeError as err:
                     raise ConfigError(
                         f"env.name: {name} cannot be recorded: it takes no render_mode='rgb_array' ({err})"
@@ -363,7 +405,9 @@ class GymnasiumAdapter(EnvAdapter):
         else:
             fns = [lambda: probe] + [make_one] * (num_envs - 1)
             vec = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
-        return self._finish(vec, name, wrappers_vector, env_return_recorded=bool(per_env))
+        return self._finish(
+            vec, name, wrappers_vector, env_return_recorded=bool(per_env) or preset is not None
+        )
 
     @staticmethod
     def _finish(
