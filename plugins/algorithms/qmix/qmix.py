@@ -88,6 +88,12 @@ class QMIX(QLearningTrainer):
                 "set it to false",
             ),
             (
+                bool(config.model.attention),
+                "model.attention",
+                f"{cls.name}'s agent network is recurrent already (a GRU of training.rnn_hidden_dim units); "
+                "set it to false",
+            ),
+            (
                 bool(config.model.conv_filters),
                 "model.conv_filters",
                 f"{cls.name} flattens each agent's observation into a row: conv nets are not built",
