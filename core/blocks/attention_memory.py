@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.errors import ConfigError
+from rlgear.spaces import Box, Discrete, Space
+
 #: Epsilon of the blocks' layer norms (torch's default), the same on both backends.
 LAYER_NORM_EPSILON = 1e-5
 #: GTrXL's gate bias ``b_g``: the update gate starts near 0 (sigmoid(-2) = 0.12), so each block
@@ -45,6 +48,16 @@ EXPORT_REFUSAL = (
     "yet (the LSTM's h and c are); act with a checkpoint through rlgear.load (the framework), "
     "or export a model.lstm policy"
 )
+
+
+def check_action_space(action_space: Space) -> None:
+    """The attention models have one Categorical or Gaussian head, as the LSTM's: MultiDiscrete and
+    Tuple/Dict actions are refused by name rather than given a head of the wrong width."""
+    if not isinstance(action_space, Discrete | Box):
+        raise ConfigError(
+            f"model.attention: recurrent policies act in Discrete or Box action spaces, the env's is "
+            f"{action_space!r} (use a feed-forward model, model.attention: false)"
+        )
 
 
 def mlp_dim(model_config: Any) -> int:

@@ -19,6 +19,7 @@ from rlgear.blocks import attention_memory
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
+from rlgear.errors import UnsupportedError
 from rlgear.plugins.backends.tf.distributions import action_noise_width
 from rlgear.plugins.backends.tf.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.tf.models import ActorCriticMLP
@@ -268,7 +269,7 @@ class TFActing:
         """The acting part of an exported graph (``rlgear export``): the model and its distribution
         (the export copies it, so the live model is untouched)."""
         if self.config.model.attention:
-            raise ValueError(attention_memory.EXPORT_REFUSAL)
+            raise UnsupportedError(attention_memory.EXPORT_REFUSAL)
         cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
         return ActorCriticHead(
             self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell

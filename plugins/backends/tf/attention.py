@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.blocks.attention_memory import GATE_BIAS_INIT, LAYER_NORM_EPSILON, mlp_dim
+from rlgear.blocks.attention_memory import GATE_BIAS_INIT, LAYER_NORM_EPSILON, check_action_space, mlp_dim
 from rlgear.plugins.backends.tf.models import ConvEncoder, Dense, DenseStack, orthogonal
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.spaces import Discrete, Space
@@ -160,6 +160,7 @@ class AttentionActorCritic(tf.Module):
         encoder: ConvEncoder | None = None,
     ):
         super().__init__()
+        check_action_space(action_space)
         self.encoder = encoder
         if encoder is not None:
             obs_dim = encoder.output_dim

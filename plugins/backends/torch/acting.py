@@ -25,6 +25,7 @@ from rlgear.blocks import attention_memory
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
+from rlgear.errors import UnsupportedError
 from rlgear.plugins.backends.torch.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.torch.models import ActorCriticMLP
 from rlgear.policy import flatten_observations
@@ -158,7 +159,7 @@ class TorchActing:
     def export_head(self, explore: bool) -> ExportHead:
         """The acting part of an exported graph (``rlgear export``): the model and its distribution."""
         if self.config.model.attention:
-            raise ValueError(attention_memory.EXPORT_REFUSAL)
+            raise UnsupportedError(attention_memory.EXPORT_REFUSAL)
         cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
         return ActorCriticHead(
             self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell

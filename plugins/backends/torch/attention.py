@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlgear.blocks.attention_memory import GATE_BIAS_INIT, LAYER_NORM_EPSILON, mlp_dim
+from rlgear.blocks.attention_memory import GATE_BIAS_INIT, LAYER_NORM_EPSILON, check_action_space, mlp_dim
 from rlgear.plugins.backends.torch.models import ConvEncoder, _dense_stack, _head, orthogonal_
 from rlgear.spaces import Discrete, Space
 
@@ -140,6 +140,7 @@ class AttentionActorCritic(nn.Module):
         encoder: ConvEncoder | None = None,
     ):
         super().__init__()
+        check_action_space(action_space)
         self.encoder = encoder  # registered first: its parameters lead named_parameters(), as on TF
         if encoder is not None:
             obs_dim = encoder.output_dim
