@@ -64,7 +64,8 @@ class Trainer:
         action_spaces: the action-space kinds supported: "discrete", "continuous", "multi_discrete"
             (MultiDiscrete) and "composite" (Tuple/Dict of Discrete, Box and MultiDiscrete);
             the ``kind`` of an :mod:`rlgear.spaces` space.
-        multi_agent, recurrent: capability flags shown by ``rlgear plugins``.
+        multi_agent, recurrent: capability flags shown by ``rlgear plugins``; ``recurrent``: the
+            algorithm learns on sequences, so it takes ``model.lstm`` and ``model.attention``.
     """
 
     name: ClassVar[str] = ""

@@ -311,6 +311,21 @@ def test_export_refuses_attention_in_one_line(tmp_path):
     assert not (tmp_path / "policy.onnx").exists()
 
 
+def test_the_plugins_matrix_says_which_algorithms_take_attention(monkeypatch, capsys):
+    from rlgear import cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    matrix = out[out.index("algorithm support") :]
+    assert "recurrent: model.lstm and model.attention" in matrix
+    for name in ("ppo", "pg", "a2c", "a3c", "impala", "appo"):
+        row = next(line for line in matrix.splitlines() if line.split()[:1] == [name])
+        assert row.split()[-1] == "yes", row
+    dqn = next(line for line in matrix.splitlines() if line.split()[:1] == ["dqn"])
+    assert dqn.split()[-1] == "-"
+
+
 # --- every recurrent algorithm, remote workers, multi-agent ---------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "a3c", "impala", "appo"])
