@@ -138,9 +138,8 @@ def test_initial_state_is_an_empty_memory_per_slot(tmp_path, backend):
     assert all(s.dtype == np.float32 and not s.any() for s in state)
 
 
-def run_evaluator(tmp_path, backend, fragments, batch_mode="truncate_episodes"):
-    config = resolve(tmp_path, backend=backend, workers={"num_envs_per_worker": 3, "rollout_fragment_length": 7,
-                                                        "batch_mode": batch_mode})  # fmt: skip
+def run_evaluator(tmp_path, backend, fragments, numpy_inference=True):
+    config = resolve(tmp_path, model={"numpy_inference": numpy_inference}, backend=backend)
     evaluator = RolloutWorker(
         config, registry.load_algorithm("ppo").policy_class(backend), registry.load_env_adapter("gymnasium")
     )
@@ -172,11 +171,12 @@ def unroll(policy, obs, resets):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_state_carried_across_fragments_equals_one_long_unroll(tmp_path, backend):
+@pytest.mark.parametrize("numpy_inference", [True, False], ids=["twin", "framework"])
+def test_state_carried_across_fragments_equals_one_long_unroll(tmp_path, backend, numpy_inference):
     """Each row's state-in is zero at FIRST and the previous row's state-out otherwise (fragments chain:
     the bootstrap row is acted on again from the same state), and the values the actor recorded step by
     step over 8 fragments equal one unroll of each env's whole trajectory (resets at FIRST rows)."""
-    policy, fragments = run_evaluator(tmp_path, backend, 8)
+    policy, fragments = run_evaluator(tmp_path, backend, 8, numpy_inference)
     for k in range(1, len(fragments)):
         for key in (SB.state_in(0), SB.state_in(1)):
             np.testing.assert_array_equal(fragments[k - 1][key][-1], fragments[k][key][0])
@@ -226,8 +226,9 @@ def test_sequences_start_from_the_actors_memory_in_both_batch_modes(tmp_path, ba
 def test_weights_act_identically_on_the_other_backend(tmp_path, source, target, continuous):
     """Same neutral names and shapes; greedy actions, values and states over a rollout with resets."""
     pytest.importorskip("tensorflow")
-    a = make_policy(tmp_path, source, continuous)
-    b = make_policy(tmp_path, target, continuous)
+    a = make_policy(tmp_path, source, continuous, numpy_inference=False)
+    b = make_policy(tmp_path, target, continuous, numpy_inference=False)
+    assert a.fast_actor is None and b.fast_actor is None  # the frameworks' own models, not the twin
     assert {k: v.shape for k, v in a.get_weights().items()} == {
         k: v.shape for k, v in b.get_weights().items()
     }
@@ -253,6 +254,34 @@ def test_weights_act_identically_on_the_other_backend(tmp_path, source, target, 
         for x, y in zip(state_a, state_b, strict=True):
             np.testing.assert_allclose(x, y, atol=1e-5)
     assert state_a[1][1].sum() == MEMORY  # env 1 never reset: a full, shifted memory was compared
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("continuous", [False, True])
+def test_numpy_twin_acts_as_the_framework_over_a_rollout_with_resets(tmp_path, backend, continuous):
+    """Same greedy actions, log-probabilities, values and memory, step by step, from both paths."""
+    twin = make_policy(tmp_path, backend, continuous)
+    framework = make_policy(tmp_path, backend, continuous, numpy_inference=False)
+    assert twin.fast_actor is not None and framework.fast_actor is None
+    rng = np.random.default_rng(0)
+    n = 3
+    state_a = state_b = twin.get_initial_state(n)
+    for step in range(8):
+        step_type = [
+            StepType.FIRST if step == 0 or (step == 6 and i == 1) else StepType.MID for i in range(n)
+        ]
+        first = (np.array(step_type) == StepType.FIRST)[:, None]
+        state_a = [np.where(first, 0.0, s).astype(np.float32) for s in state_a]  # the evaluator's reset
+        state_b = [np.where(first, 0.0, s).astype(np.float32) for s in state_b]
+        ts = timestep(rng.normal(size=(n, PENDULUM_OBS.size if continuous else 4)), step_type)
+        a, state_a, extras_a = twin.compute_actions(ts, state_a, explore=False)
+        b, state_b, extras_b = framework.compute_actions(ts, state_b, explore=False)
+        np.testing.assert_allclose(a, b, atol=1e-5)
+        for key in (SB.ACTION_LOGP, SB.VF_PREDS):
+            np.testing.assert_allclose(extras_a[key], extras_b[key], atol=1e-5, rtol=1e-5)
+        for x, y in zip(state_a, state_b, strict=True):
+            np.testing.assert_allclose(x, y, atol=1e-5)
+    assert state_a[1][0].sum() == MEMORY and state_a[1][1].sum() == 2  # shifted full; refilling after FIRST
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -4,8 +4,7 @@
 default (``model.numpy_inference: true``) actions come from a numpy copy of the catalog model,
 refreshed when ``weights_version`` moves. Otherwise one XLA-compiled function per acting path
 takes one packed tensor in and gives one out (observations, sampling noise from the policy's
-``acting_rng``, the action mask or the recurrent state side by side; the attention memory,
-``model.attention``, always acts this way: it has no numpy twin): for the small graphs RL acting
+``acting_rng``, the action mask or the recurrent state side by side): for the small graphs RL acting
 runs, each extra input or output tensor costs more than the arithmetic.
 """
 
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.blocks import attention_memory
+from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
@@ -63,12 +63,11 @@ class TFActing:
         seed = None if self.config.seed is None else self.config.seed + 1
         twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
         if self.recurrent:
-            return (
-                NumpyLSTMActorCritic(
-                    self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
-                )
-                if model_config.numpy_inference and twin_acts and not model_config.attention
-                else None  # the attention memory acts through the compiled graph (no numpy twin)
+            if not (model_config.numpy_inference and twin_acts):
+                return None
+            twin = NumpyAttentionActorCritic if model_config.attention else NumpyLSTMActorCritic
+            return twin(
+                self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
             )
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP) and twin_acts):
             return None
@@ -170,11 +169,6 @@ class TFActing:
                 obs, state, explore, timestep.prev_action, timestep.reward, timestep.action_mask
             )
             return actions, new_state, {SampleBatch.ACTION_LOGP: logp, SampleBatch.VF_PREDS: values}
-        if timestep.action_mask is not None and self.config.model.attention:
-            raise ValueError(
-                "model.attention on the tf backend does not act on masked actions (the compiled acting "
-                "graph takes no mask): use the torch backend for an env with action masks"
-            )
         if timestep.action_mask is not None:
             raise ValueError(
                 "a recurrent policy on the tf backend acts on masked actions with its numpy twin only: "

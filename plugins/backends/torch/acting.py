@@ -6,8 +6,8 @@ model (:mod:`rlgear.blocks.inference`, :mod:`rlgear.blocks.lstm_inference`), ref
 ``weights_version`` moves; otherwise the torch model runs under ``inference_mode``. A
 recurrent policy carries its state between calls (the LSTM's ``[h, c]``, each
 ``[B, lstm_cell_size]``; the attention memory's ``[memory, mask]``,
-:mod:`rlgear.blocks.attention_memory`); the rollout worker resets it at FIRST steps. The attention
-memory always acts through the torch model (no numpy twin).
+:mod:`rlgear.blocks.attention_memory`, whose twin is :mod:`rlgear.blocks.attention_inference`); the
+rollout worker resets it at FIRST steps.
 
 The twin acts on the CPU wherever the policy learns (``learners.device``): it reads the weights as
 numpy. Without a twin the model acts on its device: observations (and mask, state) go there and
@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rlgear.blocks import attention_memory
+from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
@@ -54,13 +55,11 @@ class TorchActing:
         seed = None if self.config.seed is None else self.config.seed + 1
         twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
         if self.recurrent:
-            # the attention memory acts through the framework (docs/recurrent.md: acting speed)
-            return (
-                NumpyLSTMActorCritic(
-                    self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
-                )
-                if model_config.numpy_inference and twin_acts and not model_config.attention
-                else None
+            if not (model_config.numpy_inference and twin_acts):
+                return None
+            twin = NumpyAttentionActorCritic if model_config.attention else NumpyLSTMActorCritic
+            return twin(
+                self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
             )
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP) and twin_acts):
             return None
