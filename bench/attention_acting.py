@@ -4,7 +4,8 @@ One ``Policy.compute_actions(timestep, state)`` call, carrying the state from ca
 evaluator does, for 1 and 8 envs, on each backend (one torch thread, TF as configured):
 
 - ``attention``: ``attention_dim`` 64, 2 heads, 2 layers, ``attention_memory`` 32 (the defaults),
-  acting through the framework (it has no numpy twin);
+  through its numpy twin (the default, :mod:`rlgear.blocks.attention_inference`);
+- ``attention_framework``: the same acting in the framework (``model.numpy_inference: false``);
 - ``lstm``: ``lstm_cell_size`` 64 through its numpy twin (the default);
 - ``lstm_framework``: the same LSTM acting in the framework (``model.numpy_inference: false``).
 
@@ -32,6 +33,13 @@ from _run import source_revision
 
 MODELS = {
     "attention": {"attention": True, "attention_dim": 64, "attention_memory": 32, "hidden_sizes": [64]},
+    "attention_framework": {
+        "attention": True,
+        "attention_dim": 64,
+        "attention_memory": 32,
+        "hidden_sizes": [64],
+        "numpy_inference": False,
+    },
     "lstm": {"lstm": True, "lstm_cell_size": 64, "hidden_sizes": [64]},
     "lstm_framework": {"lstm": True, "lstm_cell_size": 64, "hidden_sizes": [64], "numpy_inference": False},
 }

@@ -34,7 +34,7 @@ def _layer_norm(x: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndar
 
 
 class _Block:
-    """One block's weights, laid out for one step (query, key and value kernels side by side)."""
+    """One block's weights and its one-step forward pass."""
 
     def __init__(self, weights: dict[str, np.ndarray], prefix: str, heads: int):
         def f32(name: str) -> np.ndarray:
@@ -42,9 +42,7 @@ class _Block:
 
         self.heads = heads
         self.norm_attn = (f32("norm_attn/scale"), f32("norm_attn/offset"))
-        self.qkv = np.ascontiguousarray(
-            np.concatenate([f32(f"attn/{part}/kernel") for part in ("query", "key", "value")], axis=1)
-        )
+        self.query, self.key, self.value = (f32(f"attn/{part}/kernel") for part in ("query", "key", "value"))
         self.output = f32("attn/output/kernel")
         self.distance_bias = np.ascontiguousarray(f32("attn/distance_bias")[:, ::-1])  # slot order
         self.gates = [self._gate(f32, name) for name in ("gate_attn", "gate_mlp")]
@@ -72,11 +70,12 @@ class _Block:
         heads, head_dim = self.heads, dim // self.heads
         keys = memory.shape[1] + 1
         normed = _layer_norm(np.concatenate([memory, x[:, None]], axis=1), *self.norm_attn)
-        qkv = normed.reshape(n * keys, dim) @ self.qkv
-        qkv = qkv.reshape(n, keys, 3, heads, head_dim)
-        q = qkv[:, -1, 0][:, :, None, :]  # [B, H, 1, hd]
-        k = qkv[:, :, 1].transpose(0, 2, 3, 1)  # [B, H, hd, M+1]
-        v = qkv[:, :, 2].transpose(0, 2, 1, 3)  # [B, H, M+1, hd]
+        # Keys and values as stacked [M+1, D] @ [D, D] products, one per env: numpy runs them one by
+        # one, each below OpenBLAS's threading threshold. One [B*(M+1), D] product is above it, and
+        # OpenBLAS's threads on a busy machine took 31 ms for 8 envs where one thread takes under 1.
+        q = (normed[:, -1] @ self.query).reshape(n, heads, 1, head_dim)
+        k = (normed @ self.key).reshape(n, keys, heads, head_dim).transpose(0, 2, 3, 1)  # [B, H, hd, M+1]
+        v = (normed @ self.value).reshape(n, keys, heads, head_dim).transpose(0, 2, 1, 3)  # [B, H, M+1, hd]
         logits = (q @ k)[:, :, 0] * np.float32(1.0 / np.sqrt(head_dim)) + self.distance_bias
         logits = np.where(blocked, MASKED_LOGIT, logits)
         weights = np.exp(logits - logits.max(-1, keepdims=True))
