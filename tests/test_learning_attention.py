@@ -17,10 +17,12 @@ import rlgear
 
 #: Mean return of the last 100 episodes that counts as solved (1 is always right, 0 is chance).
 BAR = 0.9
-#: Env steps to reach BAR, measured on 29 Nov 2026 (seed 0): torch 10,063 (17-30 s of training on
-#: this shared 2-core machine), tf 7,119 and 8,103 in two runs (34-38 s); seeds 1 and 2 on torch:
-#: 8,103 and 10,800. The budget is the slowest figure, 10,800, with ~30% margin.
-BUDGET = 14_000
+#: Env steps to reach BAR, measured on 29 Nov 2026 (seed 0, acting through the numpy twin, the
+#: default): torch 14,726 (0.94 there; the same count in two runs, 24 s of training on this shared
+#: 2-core machine), tf 7,367 and 9,817 in two runs (22-39 s; TF's counts vary from run to run);
+#: seeds 1 and 2 on torch: 5,890 and 11,782. The budget is the slowest figure, 14,726, with ~35%
+#: margin.
+BUDGET = 20_000
 #: The memoryless control's budget (over 3x what attention needs); it scored -0.02 there (torch, seed 0).
 CONTROL_BUDGET = 50_000
 SEED = 0
@@ -63,7 +65,7 @@ def delayed_cue_config(tmp_path, backend: str, attention: bool, stop: dict) -> d
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "tf"])
-def test_attention_ppo_recalls_a_cue_20_steps_back_within_14k_env_steps(tmp_path, backend):
+def test_attention_ppo_recalls_a_cue_20_steps_back_within_20k_env_steps(tmp_path, backend):
     if backend == "tf":
         pytest.importorskip("tensorflow")
     config = delayed_cue_config(

@@ -108,8 +108,9 @@ class ModelConfig:
         "With observation_filter: mean_std, filtered observations are clipped to [-clip, clip].", 10.0
     )
     numpy_inference: bool = doc(
-        "Act with a numpy copy of the catalog MLP and its conv trunk (several times faster for small "
-        "batches and small images; learning stays in the framework). Ignored for custom models.",
+        "Act with a numpy copy of the catalog MLP and its conv trunk, or of the LSTM or attention "
+        "memory (several times faster for small batches and small images; learning stays in the "
+        "framework). Ignored for custom models.",
         True,
     )
     custom: str | None = doc(
