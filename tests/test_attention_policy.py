@@ -285,6 +285,27 @@ def test_numpy_twin_acts_as_the_framework_over_a_rollout_with_resets(tmp_path, b
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_image_observations_go_through_the_conv_trunk_in_the_twin_and_the_framework(tmp_path, backend):
+    obs_space = Box(np.zeros((6, 6, 2)), np.ones((6, 6, 2)))
+    values = []
+    for fast in (True, False):
+        config = resolve(
+            tmp_path, model={"numpy_inference": fast, "conv_filters": [[4, 3, 1]]}, backend=backend
+        )
+        policy = registry.load_algorithm("ppo").policy_class(backend)(obs_space, Discrete(3), config)
+        assert "shared/conv_0/kernel" in policy.get_weights() and (policy.fast_actor is not None) == fast
+        policy.set_weights(random_weights(policy.get_weights(), seed=1, gain=1.5))
+        rng = np.random.default_rng(0)
+        state, rows = policy.get_initial_state(2), []
+        for step in range(5):
+            ts = timestep(rng.random((2, 6, 6, 2)), [StepType.FIRST if step == 0 else StepType.MID] * 2)
+            _, state, extras = policy.compute_actions(ts, state, explore=False)
+            rows.append(extras[SB.VF_PREDS])
+        values.append(np.array(rows))
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_policy_state_round_trip_restores_weights_optimizer_and_actions(tmp_path, backend):
     a = make_policy(tmp_path, backend)
     b = make_policy(tmp_path, backend)
