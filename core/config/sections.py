@@ -125,8 +125,8 @@ class ModelConfig:
     )
     lstm_cell_size: int = doc("Units of the LSTM cell (model.lstm).", 256)
     max_seq_len: int = doc(
-        "Longest sequence the learner backpropagates through (model.lstm): fragments are cut into "
-        "chunks of at most this many steps that never cross an episode boundary.",
+        "Longest sequence the learner backpropagates through (model.lstm, model.attention): fragments "
+        "are cut into chunks of at most this many steps that never cross an episode boundary.",
         20,
     )
     lstm_use_prev_action: bool = doc(
