@@ -127,9 +127,14 @@ class NumpyAttentionActorCritic(NumpyActorCritic):
         self.version = version
 
     def forward(  # type: ignore[override]  # the MLP's forward plus the recurrent state
-        self, obs: np.ndarray, state: list[np.ndarray]
+        self,
+        obs: np.ndarray,
+        state: list[np.ndarray],
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """``(policy head output, values, [memory', mask'])`` for flat float32 observations ``[B, F]``."""
+        """``(policy head output, values, [memory', mask'])`` for flat float32 observations ``[B, F]``;
+        the previous action and reward are not read (the LSTM twin's signature, so callers share it)."""
         n = obs.shape[0]
         x = obs
         if self.conv is not None:
@@ -164,6 +169,6 @@ class NumpyAttentionActorCritic(NumpyActorCritic):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
         """``(actions, action_logp, values, new_state)``, as the framework would give; the previous
         action and reward are not read (``model.attention`` refuses ``lstm_use_prev_*``)."""
-        head, values, new_state = self.forward(obs, state)
+        head, values, new_state = self.forward(obs, state)  # (prev_actions, prev_rewards: unused)
         actions, logp, values = self.sample(head, values, explore, action_mask)
         return actions, logp, values, new_state

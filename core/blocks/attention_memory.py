@@ -45,8 +45,8 @@ GATE_BIAS_INIT = 2.0
 #: Why ``rlgear export`` refuses ``model.attention`` (both backends raise it).
 EXPORT_REFUSAL = (
     "model.attention: rlgear export does not carry the attention memory as graph inputs and outputs "
-    "yet (the LSTM's h and c are); act with a checkpoint through rlgear.load (the framework), "
-    "or export a model.lstm policy"
+    "yet (the LSTM's h and c are); act with a checkpoint through rlgear.load, or without a framework "
+    "through rlgear.inference.load, or export a model.lstm policy"
 )
 
 
