@@ -1,4 +1,5 @@
-"""Learning tests of the attention memory (``model.attention``): PPO on DelayedCue, both backends.
+"""Learning tests of the attention memory (``model.attention``): PPO on DelayedCue, both backends,
+with the shipped ``configs/ppo-attention-delayed-cue.yaml`` (so CI proves that file learns).
 
 DelayedCue (:mod:`rlgear.plugins.envs.delayed_cue`) shows one of two cues at step 0 and asks for it
 20 to 24 steps later (+1 right, -1 wrong), so only a policy that remembers the first step for 20+
@@ -9,11 +10,15 @@ recurrent state (``state_in_<k>``) across sequence and fragment boundaries.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import rlgear
+from rlgear.config import read_yaml
+
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ppo-attention-delayed-cue.yaml"
 
 #: Mean return of the last 100 episodes that counts as solved (1 is always right, 0 is chance).
 BAR = 0.9
@@ -22,7 +27,7 @@ BAR = 0.9
 #: 2-core machine), tf 7,367 and 9,817 in two runs (22-39 s; TF's counts vary from run to run);
 #: seeds 1 and 2 on torch: 5,890 and 11,782. The budget is the slowest figure, 14,726, with ~35%
 #: margin.
-BUDGET = 20_000
+BUDGET = read_yaml(CONFIG)["stop"]["timesteps_total"]  # 20,000
 #: The memoryless control's budget (over 3x what attention needs); it scored -0.02 there (torch, seed 0).
 CONTROL_BUDGET = 50_000
 SEED = 0
@@ -30,37 +35,17 @@ pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initializ
 
 
 def delayed_cue_config(tmp_path, backend: str, attention: bool, stop: dict) -> dict[str, Any]:
-    """PPO with 8 envs x 32 steps, one minibatch of 256 rows, 10 epochs; a 32-unit MLP trunk, then
-    2 GTrXL blocks of 32 units (2 heads) remembering 32 steps (the defaults but for the width)."""
-    return {
-        "algorithm": "ppo",
-        "backend": backend,
-        "seed": SEED,
-        "env": {
-            "name": "rlgear.plugins.envs.delayed_cue:DelayedCue",
-            "kwargs": {"delay": 20, "delay_jitter": 4},
-        },
-        "workers": {"num_envs_per_worker": 8, "rollout_fragment_length": 32},
-        "training": {
-            "train_batch_size": 256,
-            "sgd_minibatch_size": 256,
-            "num_sgd_iter": 10,
-            "lr": 1e-3,
-            "gamma": 0.99,
-            "gae_lambda": 0.95,
-            "entropy_coeff": 0.0,
-        },
-        "model": {
-            "hidden_sizes": [32],
-            "attention": attention,
-            "attention_dim": 32,
-            "attention_memory": 32,
-            "max_seq_len": 20,
-        },
-        "stop": stop,
-        "checkpoint": {"every": 0, "at_end": False},
-        "logging": {"dir": str(tmp_path), "tensorboard": False, "progress": "none"},
-    }
+    """The shipped config (PPO with 8 envs x 32 steps, one minibatch of 256 rows, 10 epochs; a
+    32-unit MLP trunk, then 2 GTrXL blocks of 32 units remembering 32 steps) on ``backend`` with the
+    test's seed, the memory on or off, ``stop``, no checkpoints, the run folder under ``tmp_path``."""
+    config = read_yaml(CONFIG)
+    config["backend"] = backend
+    config["seed"] = SEED
+    config["model"] = {**config["model"], "attention": attention}
+    config["stop"] = stop
+    config["checkpoint"] = {"every": 0, "at_end": False}
+    config["logging"] = {"dir": str(tmp_path), "tensorboard": False, "progress": "none"}
+    return config
 
 
 @pytest.mark.slow
