@@ -24,8 +24,8 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "ppo-attention-del
 BAR = 0.9
 #: Env steps to reach BAR, measured on 29 Nov 2026 (seed 0, acting through the numpy twin, the
 #: default): torch 14,726 (0.94 there; the same count in two runs, 24 s of training on this shared
-#: 2-core machine), tf 7,367 and 9,817 in two runs (22-39 s; TF's counts vary from run to run);
-#: seeds 1 and 2 on torch: 5,890 and 11,782. The budget is the slowest figure, 14,726, with ~35%
+#: 2-core machine, 57 s with another run beside it), tf 9,817 (0.94; the same count in two runs,
+#: 22-56 s); seeds 1 and 2 on torch: 5,890 and 11,782. The budget is the slowest figure, 14,726, with ~35%
 #: margin.
 BUDGET = read_yaml(CONFIG)["stop"]["timesteps_total"]  # 20,000
 #: The memoryless control's budget (over 3x what attention needs); it scored -0.02 there (torch, seed 0).
