@@ -22,6 +22,12 @@ from rlgear.spaces import Box, Discrete, Space
 from rlgear.timestep import TimeStep
 
 
+def recurrent_model(model_config: Any) -> bool:
+    """Whether the catalog model of ``model_config`` carries a recurrent state: an LSTM
+    (``model.lstm``) or attention memory (``model.attention``)."""
+    return bool(getattr(model_config, "lstm", False) or getattr(model_config, "attention", False))
+
+
 @dataclass
 class PolicyState:
     """Everything needed to continue training exactly: arrays for safetensors, the rest JSON.
@@ -51,7 +57,7 @@ class Policy(ABC):
         self.global_timestep = 0
         self.nonfinite = NonFiniteGuard()
 
-    #: True for a recurrent policy (``model.lstm``): the evaluator then carries its state per env
+    #: True for a recurrent policy (``model.lstm``, ``model.attention``): the evaluator then carries its state per env
     #: slot, stores it in the batch (``state_in_<k>``) and cuts rows into sequences
     #: (:mod:`rlgear.sampling.sequences`) of ``max_seq_len`` rows.
     recurrent: bool = False

@@ -62,8 +62,10 @@ class Trainer:
         action_spaces: the action-space kinds supported: "discrete", "continuous", "multi_discrete"
             (MultiDiscrete) and "composite" (Tuple/Dict of Discrete, Box and MultiDiscrete);
             the ``kind`` of an :mod:`rlgear.spaces` space.
-        multi_agent, recurrent: capability flags shown by ``rlgear plugins``; ``league_play``: whether
-            a ``league`` section works with it (None: a multi-agent algorithm that keeps agents apart).
+        multi_agent, recurrent: capability flags shown by ``rlgear plugins``; ``recurrent``: the
+            algorithm learns on sequences, so it takes ``model.lstm`` and ``model.attention``;
+            ``league_play``: whether a ``league`` section works with it (None: a multi-agent
+            algorithm that keeps agents apart).
     """
 
     name: ClassVar[str] = ""

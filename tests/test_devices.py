@@ -75,6 +75,7 @@ def test_auto_takes_the_accelerator_for_conv_and_lstm_models_and_the_cpu_for_mlp
     gpu = ["cpu", "cuda:0", "cuda:1"]
     assert resolve_device("auto", gpu, image, mlp) == "cuda:0"
     assert resolve_device("auto", gpu, flat, lstm) == "cuda:0"
+    assert resolve_device("auto", gpu, flat, ModelConfig(attention=True)) == "cuda:0"  # the attention memory
     assert resolve_device("auto", gpu, flat, mlp) == "cpu"
     assert resolve_device("auto", ["cpu", "mps"], image, mlp) == "mps"
     assert resolve_device("auto", ["cpu"], image, lstm) == "cpu"  # no accelerator: the CPU, no error
@@ -286,6 +287,12 @@ CASES = {
     "dqn-rainbow": ("dqn", (PENDULUM_SPACES[0], Discrete(3)), {"num_atoms": 5, "noisy": True}, {}),
     "appo": ("appo", CARTPOLE_SPACES, {}, {}),
     "ppo-lstm": ("ppo", CARTPOLE_SPACES, {}, {"lstm": True, "lstm_cell_size": 8}),
+    "ppo-attention": (
+        "ppo",
+        CARTPOLE_SPACES,
+        {},
+        {"attention": True, "attention_dim": 8, "attention_memory": 4},
+    ),
     "ppo-conv-adamw": ("ppo", MINATAR_SPACES, {"optimizer": "torch.optim.AdamW"}, {"hidden_sizes": [8]}),
 }
 

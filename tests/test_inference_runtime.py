@@ -280,6 +280,33 @@ def test_lstm_acts_as_the_framework_over_sequences_with_episode_starts(tmp_path,
         np.testing.assert_allclose(a, b.numpy(), **TOL)
 
 
+ATTENTION = {
+    "discrete": ("CartPole-v1", {}),
+    "box": ("Pendulum-v1", {}),
+    "conv": ("tests.image_env:QuadrantEnv", {"conv_filters": [[4, 3, 2]]}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ATTENTION))
+def test_attention_memory_acts_as_the_framework_over_sequences_with_episode_starts(tmp_path, kind):
+    """``model.attention`` through its numpy twin: actions, and the memory and mask carried, as the framework."""
+    env, model = ATTENTION[kind]
+    model = {"attention": True, "attention_dim": 8, "attention_memory": 4, "max_seq_len": 8, **model}
+    runtime, framework = load_both(write_checkpoint(tmp_path, "ppo", env, model=model))
+    assert isinstance(runtime.policy, LSTMRuntime) and runtime.policy.recurrent
+    rng = np.random.default_rng(0)
+    envs = 20
+    for _ in range(N // envs):
+        obs = sample(runtime.observation_space, rng, envs)
+        start = rng.random(envs) < 0.1
+        expected = framework.compute_actions(obs, episode_start=start)
+        got = runtime.compute_actions(obs, episode_start=start)
+        assert_same_actions(runtime.action_space, got, expected)
+        for mine, theirs in zip(runtime.state, framework.state, strict=True):
+            np.testing.assert_allclose(mine, theirs, **TOL)
+    assert runtime.state[1].all(axis=1).any()  # full memories were compared
+
+
 # --- DQN ---------------------------------------------------------------------------------------------
 DQN = {
     "plain": ("CartPole-v1", {"dueling": False}, {}),

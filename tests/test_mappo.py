@@ -59,6 +59,7 @@ def mappo():
         ("model", {"vf_share_layers": True}, "model.vf_share_layers"),
         ("model", {"critic_hidden_sizes": [16, 0]}, "model.critic_hidden_sizes"),
         ("model", {"lstm": True}, "model.lstm"),
+        ("model", {"attention": True}, "model.attention"),
         ("workers", {"batch_mode": "complete_episodes"}, "workers.batch_mode"),
     ],
 )

@@ -58,6 +58,7 @@ def trainer_of(config: dict):
     [
         ("workers", {"batch_mode": "truncate_episodes"}, "workers.batch_mode"),
         ("model", {"lstm": True}, "model.lstm"),
+        ("model", {"attention": True}, "model.attention"),
         ("model", {"conv_filters": [[16, [3, 3], 1]]}, "model.conv_filters"),
         ("model", {"observation_filter": "mean_std"}, "model.observation_filter"),
         ("exploration", {"name": "rnd"}, "exploration.name"),

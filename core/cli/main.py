@@ -216,7 +216,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     algorithms = [r for r in reports["algorithm"] if r.error is None]
     backends = [r.info.name for r in reports["backend"] if r.error is None]  # a broken one is no column
     # Two-line headers and no column rules: the matrix fits 80 columns.
-    matrix = Table(title="algorithm support", box=None, padding=(0, 1, 0, 0))
+    matrix = Table(
+        title="algorithm support",
+        box=None,
+        padding=(0, 1, 0, 0),
+        # both recurrent models ride on the same machinery, so one column covers them
+        caption="recurrent: model.lstm and model.attention (qmix, vdn: their own GRU agent network)",
+    )
     columns = ("algorithm", "discrete", "contin-\nuous", "multi-\ndiscrete", "tuple/\ndict", *backends)
     for column in (*columns, "multi-\nagent", "recur-\nrent", "league"):
         matrix.add_column(column, min_width=max(len(line) for line in column.split("\n")))

@@ -3,7 +3,8 @@
 :func:`check_ranges` (value ranges across the sections, then the training section's own
 checks), :func:`check_loggers` (``logging.loggers`` against the installed logger
 plugins), and the checks that ask a plugin: :func:`check_env_adapter` (the env
-adapter's) and :func:`check_recurrent_support` (``model.lstm`` against the algorithm).
+adapter's) and :func:`check_recurrent_support` (``model.lstm`` / ``model.attention`` against the
+algorithm); :func:`check_attention` holds the attention memory's own keys.
 :func:`rlgear.config.resolve` runs them when a config is read.
 """
 
@@ -15,7 +16,7 @@ from rlgear.config.training import _GradientKeys, check_gradient_keys
 from rlgear.errors import did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlgear.config.sections import LoggingConfig, RunConfig
+    from rlgear.config.sections import LoggingConfig, ModelConfig, RunConfig
 
 
 def check_ranges(config: RunConfig, fail) -> None:
@@ -48,6 +49,8 @@ def check_ranges(config: RunConfig, fail) -> None:
                 "a custom model (model.custom) cannot be combined with the catalog LSTM: "
                 "put the recurrence in your own model, or drop model.custom",
             )
+    if config.model.attention:
+        check_attention(config.model, fail)
     if gradient_keys and training.grad_clip is not None:
         positive["training.grad_clip"] = training.grad_clip
     if w.rollout_fragment_length != "auto":
@@ -140,13 +143,55 @@ def check_loggers(logging: LoggingConfig, fail) -> None:
 
 
 def check_recurrent_support(config: RunConfig, algorithm_class: type) -> None:
-    """``model.lstm`` only for algorithms that learn on sequences (``Trainer.recurrent``)."""
-    if config.model.lstm and not getattr(algorithm_class, "recurrent", False):
-        name = getattr(algorithm_class, "name", algorithm_class.__name__)
-        raise config.fail(
-            "model.lstm",
-            f"algorithm '{name}' does not support recurrent policies (it stays feed-forward); "
-            "set model.lstm: false, or use ppo, pg, a2c, a3c or impala",
+    """``model.lstm`` and ``model.attention`` only for algorithms that learn on sequences
+    (``Trainer.recurrent``)."""
+    for key in ("lstm", "attention"):
+        if getattr(config.model, key) and not getattr(algorithm_class, "recurrent", False):
+            name = getattr(algorithm_class, "name", algorithm_class.__name__)
+            raise config.fail(
+                f"model.{key}",
+                f"algorithm '{name}' does not support recurrent policies (it stays feed-forward); "
+                f"set model.{key}: false, or use ppo, pg, a2c, a3c, impala or appo",
+            )
+
+
+def check_attention(model: ModelConfig, fail) -> None:
+    """``model.attention``'s keys: sizes, heads that divide the width, and what it does not combine with."""
+    if model.lstm:
+        raise fail(
+            "model.attention",
+            "model.attention and model.lstm are two recurrent models: set one of them to false",
+        )
+    if model.custom:
+        raise fail(
+            "model.attention",
+            "a custom model (model.custom) cannot be combined with the catalog attention memory: "
+            "put the memory in your own model, or drop model.custom",
+        )
+    for key in ("lstm_use_prev_action", "lstm_use_prev_reward"):
+        if getattr(model, key):
+            raise fail(
+                f"model.{key}",
+                "feeds the LSTM only; the attention memory (model.attention) reads the observation "
+                "features alone: set it to false",
+            )
+    sizes = {
+        "model.attention_dim": model.attention_dim,
+        "model.attention_heads": model.attention_heads,
+        "model.attention_layers": model.attention_layers,
+        "model.attention_memory": model.attention_memory,
+        "model.max_seq_len": model.max_seq_len,
+    }
+    if model.attention_mlp_dim is not None:
+        sizes["model.attention_mlp_dim"] = model.attention_mlp_dim
+    for path, value in sizes.items():
+        if value <= 0:
+            raise fail(path, f"expected a positive number, got {value}")
+    if model.attention_dim % model.attention_heads:
+        raise fail(
+            "model.attention_heads",
+            f"must divide model.attention_dim ({model.attention_dim}) into equal heads, "
+            f"got {model.attention_heads}",
         )
 
 

@@ -67,8 +67,9 @@ def check_device(requested: str, available: Sequence[str]) -> str:
 
 
 def prefers_accelerator(observation_space: Space, model_config: Any) -> bool:
-    """Whether ``auto`` puts this policy on an accelerator: its model is an LSTM or has a conv trunk."""
-    if bool(getattr(model_config, "lstm", False)):
+    """Whether ``auto`` puts this policy on an accelerator: its model is recurrent (an LSTM or
+    attention memory) or has a conv trunk."""
+    if bool(getattr(model_config, "lstm", False) or getattr(model_config, "attention", False)):
         return True
     return conv_layers(observation_space, model_config) is not None
 

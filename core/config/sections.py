@@ -117,8 +117,9 @@ class ModelConfig:
         "With observation_filter: mean_std, filtered observations are clipped to [-clip, clip].", 10.0
     )
     numpy_inference: bool = doc(
-        "Act with a numpy copy of the catalog MLP and its conv trunk (several times faster for small "
-        "batches and small images; learning stays in the framework). Ignored for custom models.",
+        "Act with a numpy copy of the catalog MLP and its conv trunk, or of the LSTM or attention "
+        "memory (several times faster for small batches and small images; learning stays in the "
+        "framework). Ignored for custom models.",
         True,
     )
     custom: str | None = doc(
@@ -128,13 +129,13 @@ class ModelConfig:
     custom_options: dict[str, Any] = doc("Keyword arguments passed to the custom model.", factory=dict)
     lstm: bool = doc(
         "Recurrent policy: the MLP's hidden layers (shared by policy and value), then one LSTM layer, "
-        "then the policy and value heads. Supported by ppo, pg, a2c, a3c and impala (not dqn).",
+        "then the policy and value heads. Supported by ppo, pg, a2c, a3c, impala and appo (not dqn).",
         False,
     )
     lstm_cell_size: int = doc("Units of the LSTM cell (model.lstm).", 256)
     max_seq_len: int = doc(
-        "Longest sequence the learner backpropagates through (model.lstm): fragments are cut into "
-        "chunks of at most this many steps that never cross an episode boundary.",
+        "Longest sequence the learner backpropagates through (model.lstm, model.attention): fragments "
+        "are cut into chunks of at most this many steps that never cross an episode boundary.",
         20,
     )
     lstm_use_prev_action: bool = doc(
@@ -143,6 +144,34 @@ class ModelConfig:
     lstm_use_prev_reward: bool = doc(
         "Feed the previous reward to the LSTM with the observation features.", False
     )
+    attention: bool = doc(
+        "Recurrent policy with attention memory (GTrXL, Parisotto et al. 2019): the MLP's hidden "
+        "layers, a projection to attention_dim, attention_layers gated transformer blocks that attend "
+        "over the last attention_memory steps of the episode, then the policy and value heads. "
+        "Its recurrent state is that memory, carried like the LSTM's (docs/recurrent.md). Supported "
+        "by ppo, pg, a2c, a3c, impala and appo; not together with model.lstm.",
+        False,
+    )
+    attention_dim: int = doc("Width of the attention memory's blocks (model.attention).", 64)
+    attention_heads: int = doc(
+        "Attention heads per block (model.attention); each head has attention_dim / attention_heads "
+        "units, so attention_dim must be a multiple of it.",
+        2,
+    )
+    attention_layers: int = doc("Gated transformer blocks (model.attention).", 2)
+    attention_memory: int = doc(
+        "Steps remembered (model.attention): each step attends to itself and to at most this many "
+        "earlier steps of its episode, when acting and when learning alike.",
+        32,
+    )
+    attention_mlp_dim: int | None = doc(
+        "Hidden units of each block's MLP (model.attention); null: 4 x attention_dim.", None
+    )
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the catalog model carries a recurrent state (``lstm`` or ``attention``)."""
+        return bool(self.lstm or self.attention)
 
 
 @dataclass

@@ -5,6 +5,7 @@ The weight names say the family (every backend saves the same framework-neutral
 names) and the policy's config says the details:
 
 * ``lstm/...``: the catalog LSTM actor-critic (``model.lstm``, ``lstm_use_prev_*``);
+* ``attention/...``: the catalog attention memory (``model.attention``);
 * ``policy/output`` and ``value/output``: the catalog actor-critic MLP (ppo, a2c, a3c, pg,
   impala, appo), ``model.vf_share_layers``;
 * ``policy/output`` and ``critic/output``: mappo's actor, the catalog policy MLP (its centralised
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import NumpyActor, NumpyActorCritic
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.blocks.q_inference import NumpyQNetwork
@@ -64,6 +66,10 @@ def build_policy(read: CheckpointPolicy) -> Any:
     obs_space, action_space = read.preprocessor.observation_space, read.action_space
     conv = conv_layers(obs_space, model)
     try:
+        if "attention/input/kernel" in names:  # the attention memory, through its numpy twin
+            attention = NumpyAttentionActorCritic(action_space, model, None, conv)
+            attention.load(read.weights, 0)
+            return LSTMRuntime(obs_space, action_space, config, attention)
         if "lstm/kernel" in names:
             if not isinstance(action_space, Discrete | Box):
                 raise ConfigError(

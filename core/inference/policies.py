@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.blocks import attention_memory
 from rlgear.blocks.action_inference import choose_actions
+from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import NumpyActorCritic
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.blocks.q_inference import NumpyQNetwork
@@ -65,15 +67,24 @@ class ActorCriticRuntime(RuntimePolicy):
 
 
 class LSTMRuntime(RuntimePolicy):
-    """The catalog LSTM actor-critic (``model.lstm``), Discrete or Box actions; state ``[h, c]``."""
+    """The catalog LSTM actor-critic (``model.lstm``; state ``[h, c]``) or attention memory
+    (``model.attention``; state ``[memory, mask]``), Discrete or Box actions, through their numpy twins."""
 
     recurrent = True
 
-    def __init__(self, observation_space: Space, action_space: Space, config: Any, net: NumpyLSTMActorCritic):
+    def __init__(
+        self,
+        observation_space: Space,
+        action_space: Space,
+        config: Any,
+        net: NumpyLSTMActorCritic | NumpyAttentionActorCritic,
+    ):
         super().__init__(observation_space, action_space, config)
         self.net = net
 
     def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
+        if getattr(self.config.model, "attention", False):
+            return attention_memory.initial_state(batch_size, self.config.model)
         cell = int(self.config.model.lstm_cell_size)
         return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
 

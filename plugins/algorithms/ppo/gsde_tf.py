@@ -11,7 +11,7 @@ from rlgear.blocks.inference import POLICY_HEAD
 from rlgear.plugins.backends.tf import tf
 from rlgear.plugins.backends.tf.models import ActorCriticMLP
 from rlgear.plugins.families.gsde import SDE_EPSILON, SDENoise
-from rlgear.policy import PolicyState
+from rlgear.policy import PolicyState, recurrent_model
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Box, Space, flat_dim
 from rlgear.timestep import TimeStep
@@ -70,9 +70,9 @@ class SDEActingTF:
     def sde_setup(self, observation_space: Space, action_space: Space, config: Any) -> None:
         if not isinstance(action_space, Box):
             raise TypeError(f"training.use_sde: gSDE needs Box actions, got {action_space!r}")
-        if config.model.custom or getattr(config.model, "lstm", False) or config.model.conv_filters:
+        if config.model.custom or recurrent_model(config.model) or config.model.conv_filters:
             raise TypeError(
-                "training.use_sde: gSDE is built for the catalog MLP (no model.custom, lstm or conv)"
+                "training.use_sde: gSDE is built for the catalog MLP (no model.custom, lstm, attention or conv)"
             )
         self.sde_noise = SDENoise(
             int(config.training.sde_sample_freq), None if config.seed is None else config.seed + 5

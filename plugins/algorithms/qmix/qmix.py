@@ -89,6 +89,12 @@ class QMIX(QLearningTrainer):
                 "set it to false",
             ),
             (
+                bool(config.model.attention),
+                "model.attention",
+                f"{cls.name}'s agent network is recurrent already (a GRU of training.rnn_hidden_dim units); "
+                "set it to false",
+            ),
+            (
                 bool(config.model.custom),
                 "model.custom",
                 f"{cls.name} builds its own agent network and mixer (training.rnn_hidden_dim, mixing_embed_dim)",

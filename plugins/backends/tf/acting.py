@@ -4,7 +4,7 @@
 default (``model.numpy_inference: true``) actions come from a numpy copy of the catalog model,
 refreshed when ``weights_version`` moves. Otherwise one XLA-compiled function per acting path
 takes one packed tensor in and gives one out (observations, sampling noise from the policy's
-``acting_rng``, the action mask or the LSTM state side by side): for the small graphs RL acting
+``acting_rng``, the action mask or the recurrent state side by side): for the small graphs RL acting
 runs, each extra input or output tensor costs more than the arithmetic.
 """
 
@@ -14,9 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.blocks import attention_memory
+from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
+from rlgear.errors import UnsupportedError
 from rlgear.plugins.backends.tf.distributions import action_noise_width
 from rlgear.plugins.backends.tf.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.tf.models import ActorCriticMLP
@@ -60,12 +63,11 @@ class TFActing:
         seed = None if self.config.seed is None else self.config.seed + 1
         twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
         if self.recurrent:
-            return (
-                NumpyLSTMActorCritic(
-                    self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
-                )
-                if model_config.numpy_inference and twin_acts
-                else None
+            if not (model_config.numpy_inference and twin_acts):
+                return None
+            twin = NumpyAttentionActorCritic if model_config.attention else NumpyLSTMActorCritic
+            return twin(
+                self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
             )
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP) and twin_acts):
             return None
@@ -117,31 +119,40 @@ class TFActing:
     def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
         if not self.recurrent:
             return []
+        return [np.zeros((batch_size, width), np.float32) for width in self.state_widths()]
+
+    def state_widths(self) -> list[int]:
+        """Widths of the recurrent state arrays: the LSTM's ``h`` and ``c``, or the attention memory
+        and its mask (:mod:`rlgear.blocks.attention_memory`)."""
+        if self.config.model.attention:
+            return list(attention_memory.state_sizes(self.config.model))
         cell = int(self.config.model.lstm_cell_size)
-        return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
+        return [cell, cell]
 
     def _recurrent_act_packed(self, packed: tf.Tensor) -> tf.Tensor:
-        """One LSTM step and a sample, one tensor in and out (as :meth:`_act_packed`).
+        """One recurrent step and a sample, one tensor in and out (as :meth:`_act_packed`).
 
-        In: observations, noise, previous reward, h, c, previous action (``[B, ...]`` columns, in that
-        order). Out: action columns, log-probability, value, h', c'.
+        In: observations, noise, previous reward, the state arrays (h, c; or memory, mask), previous
+        action (``[B, ...]`` columns, in that order). Out: action columns, log-probability, value, the
+        state arrays after the step.
         """
         features = flat_dim(self.observation_space)
         noise_width = action_dim(self.action_space)
-        cell = int(self.config.model.lstm_cell_size)
         obs, rest = packed[:, :features], packed[:, features:]
         noise, reward = rest[:, :noise_width], rest[:, noise_width]
-        h = rest[:, noise_width + 1 : noise_width + 1 + cell]
-        c = rest[:, noise_width + 1 + cell : noise_width + 1 + 2 * cell]
-        prev_action = rest[:, noise_width + 1 + 2 * cell :]
+        start, state = noise_width + 1, []
+        for width in self.state_widths():
+            state.append(rest[:, start : start + width])
+            start += width
+        prev_action = rest[:, start:]
         if isinstance(self.action_space, Discrete):
             prev_action = prev_action[:, 0]
-        dist_inputs, values, (h, c) = self.model(obs, [h, c], prev_action, reward, 1)
+        dist_inputs, values, state = self.model(obs, state, prev_action, reward, 1)
         dist = self.dist_class(dist_inputs)
         actions = dist.sample(noise)
         batch = tf.shape(packed)[0]
         columns = [tf.reshape(tf.cast(actions, tf.float32), [batch, -1]), dist.logp(actions)[:, None]]
-        return tf.concat([*columns, values[:, None], h, c], axis=1)
+        return tf.concat([*columns, values[:, None], *state], axis=1)
 
     def _compute_recurrent_actions(
         self, timestep: TimeStep, state: list[np.ndarray] | None, explore: bool
@@ -178,8 +189,10 @@ class TFActing:
             if k == 1 and isinstance(self.action_space, Discrete)
             else packed[:, :k]
         )
-        cell = int(self.config.model.lstm_cell_size)
-        new_state = [packed[:, k + 2 : k + 2 + cell].copy(), packed[:, k + 2 + cell :].copy()]
+        new_state, start = [], k + 2
+        for width in self.state_widths():
+            new_state.append(packed[:, start : start + width].copy())
+            start += width
         return (
             actions,
             new_state,
@@ -249,6 +262,8 @@ class TFActing:
     def export_head(self, explore: bool) -> ExportHead:
         """The acting part of an exported graph (``rlgear export``): the model and its distribution
         (the export copies it, so the live model is untouched)."""
+        if self.config.model.attention:
+            raise UnsupportedError(attention_memory.EXPORT_REFUSAL)
         cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
         return ActorCriticHead(
             self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell

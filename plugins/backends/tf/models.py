@@ -260,8 +260,8 @@ def build_model(
     model_config: Any,
     rng: np.random.Generator,
 ) -> Any:
-    """The catalog MLP (or LSTM with ``model.lstm``), or the user's ``model.custom`` class; ``rng`` draws
-    the initial weights."""
+    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``), or the
+    user's ``model.custom`` class; ``rng`` draws the initial weights."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
         if not isinstance(cls, type):
@@ -286,6 +286,12 @@ def build_model(
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
     encoder = conv_encoder(observation_space, model_config, rng)
+    if getattr(model_config, "attention", False):
+        from rlgear.plugins.backends.tf.attention import AttentionActorCritic
+
+        return AttentionActorCritic(
+            flat_dim(observation_space), num_outputs, action_space, model_config, rng, encoder
+        )
     if getattr(model_config, "lstm", False):
         from rlgear.plugins.backends.tf.recurrent import LSTMActorCritic
 

@@ -43,7 +43,7 @@ from rlgear.plugins.backends.tf.models import build_model, named_variables
 from rlgear.plugins.backends.tf.optimizers import make_optimizer
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.plugins.backends.tf.weights import TFWeights
-from rlgear.policy import Policy, action_dim
+from rlgear.policy import Policy, action_dim, recurrent_model
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Space, flat_dim
 
@@ -83,7 +83,7 @@ class TFPolicy(ExplorationHost, TFActing, TFLearning, TFGradients, TFWeights, TF
         seed = config.seed
         # Initial weights come from numpy (one stream per policy seed), not TF's global RNG.
         self.init_rng = np.random.default_rng(None if seed is None else [seed, 0x7F])
-        self.recurrent = bool(getattr(config.model, "lstm", False))
+        self.recurrent = recurrent_model(config.model)
         self.max_seq_len = int(config.model.max_seq_len) if self.recurrent else 0
         self.model = self.make_model()
         self.named_variables = named_variables(self.model)
@@ -152,8 +152,8 @@ class TFPolicy(ExplorationHost, TFActing, TFLearning, TFGradients, TFWeights, TF
                 else None
             )
         else:
-            cell = int(self.config.model.lstm_cell_size)
-            width += 1 + 2 * cell + action_dim(self.action_space)  # + reward, h, c, previous action
+            # + reward, the state arrays (h, c or memory, mask), previous action
+            width += 1 + sum(self.state_widths()) + action_dim(self.action_space)
             self._recurrent_act = self.function(
                 self._recurrent_act_packed, [tf.TensorSpec([None, width], tf.float32)], jit
             )

@@ -4,8 +4,10 @@
 By default (``model.numpy_inference: true``) actions come from a numpy copy of the catalog
 model (:mod:`rlgear.blocks.inference`, :mod:`rlgear.blocks.lstm_inference`), refreshed when
 ``weights_version`` moves; otherwise the torch model runs under ``inference_mode``. A
-recurrent policy carries its LSTM state ``[h, c]`` (each ``[B, lstm_cell_size]``) between
-calls; the rollout worker resets it at FIRST steps.
+recurrent policy carries its state between calls (the LSTM's ``[h, c]``, each
+``[B, lstm_cell_size]``; the attention memory's ``[memory, mask]``,
+:mod:`rlgear.blocks.attention_memory`, whose twin is :mod:`rlgear.blocks.attention_inference`); the
+rollout worker resets it at FIRST steps.
 
 The twin acts on the CPU wherever the policy learns (``learners.device``): it reads the weights as
 numpy. Without a twin the model acts on its device: observations (and mask, state) go there and
@@ -19,9 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlgear.blocks import attention_memory
+from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
+from rlgear.errors import UnsupportedError
 from rlgear.plugins.backends.torch.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.torch.models import ActorCriticMLP
 from rlgear.policy import flatten_observations
@@ -50,12 +55,11 @@ class TorchActing:
         seed = None if self.config.seed is None else self.config.seed + 1
         twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
         if self.recurrent:
-            return (
-                NumpyLSTMActorCritic(
-                    self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
-                )
-                if model_config.numpy_inference and twin_acts
-                else None
+            if not (model_config.numpy_inference and twin_acts):
+                return None
+            twin = NumpyAttentionActorCritic if model_config.attention else NumpyLSTMActorCritic
+            return twin(
+                self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
             )
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP) and twin_acts):
             return None
@@ -71,6 +75,8 @@ class TorchActing:
     def get_initial_state(self, batch_size: int) -> list[np.ndarray]:
         if not self.recurrent:
             return []
+        if self.config.model.attention:
+            return attention_memory.initial_state(batch_size, self.config.model)
         cell = int(self.config.model.lstm_cell_size)
         return [np.zeros((batch_size, cell), np.float32), np.zeros((batch_size, cell), np.float32)]
 
@@ -151,6 +157,8 @@ class TorchActing:
 
     def export_head(self, explore: bool) -> ExportHead:
         """The acting part of an exported graph (``rlgear export``): the model and its distribution."""
+        if self.config.model.attention:
+            raise UnsupportedError(attention_memory.EXPORT_REFUSAL)
         cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
         return ActorCriticHead(
             self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell

@@ -216,7 +216,8 @@ def body_weight_names(body: nn.Sequential, attribute: str, prefix: str) -> dict[
 def build_model(
     observation_space: Space, action_space: Space, num_outputs: int, model_config: Any
 ) -> nn.Module:
-    """The catalog MLP (or LSTM with ``model.lstm``), or the user's ``model.custom`` class."""
+    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``), or
+    the user's ``model.custom`` class."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
@@ -235,6 +236,16 @@ def build_model(
             ) from err
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    if getattr(model_config, "attention", False):
+        from rlgear.plugins.backends.torch.attention import AttentionActorCritic
+
+        return AttentionActorCritic(
+            flat_dim(observation_space),
+            num_outputs,
+            action_space,
+            model_config,
+            conv_encoder(observation_space, model_config),
+        )
     if getattr(model_config, "lstm", False):
         from rlgear.plugins.backends.torch.recurrent import LSTMActorCritic
 

@@ -36,7 +36,7 @@ from rlgear.plugins.backends.torch.learning import TorchLearning, clip_gradients
 from rlgear.plugins.backends.torch.models import build_model
 from rlgear.plugins.backends.torch.optimizers import make_optimizer
 from rlgear.plugins.backends.torch.weights import TorchWeights
-from rlgear.policy import Policy
+from rlgear.policy import Policy, recurrent_model
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Discrete, MultiDiscrete, Space
 
@@ -66,7 +66,7 @@ class TorchPolicy(
         super().__init__(observation_space, action_space, config)
         self.dist_class = distribution_class(action_space)  # TypeError for a space it cannot act in
         self.num_outputs = self.dist_class.required_inputs(action_space)
-        self.recurrent = bool(getattr(config.model, "lstm", False))
+        self.recurrent = recurrent_model(config.model)
         self.max_seq_len = int(config.model.max_seq_len) if self.recurrent else 0
         self.model = self.make_model()
         self._weight_names = self._neutral_names()

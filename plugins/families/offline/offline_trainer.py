@@ -351,7 +351,7 @@ class OfflineTrainer(Trainer):
                 self.action_space,
                 self.config.training,
                 self.config.seed,
-                recurrent=bool(self.config.model.lstm),
+                recurrent=self.config.model.recurrent,
             )
         policy = self.learner.policy
         if self.reader_group is not None:  # learner actors: the driver's copy, with their weights

@@ -101,9 +101,9 @@ class VTraceTrainer(Trainer):
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:
         """``[T+1, B]`` time-major fragment -> ``B`` sequences ``[B, T+1, ...]`` (bootstrap row kept).
 
-        With ``model.lstm`` each sequence also carries the actor's state before its first step
-        (``state_in_<k>``, ``[B, cell]``) and the previous actions; the learner runs the LSTM along
-        the whole fragment, resetting the state at FIRST rows. Fixed-length sequences that cross
+        With ``model.lstm`` (or ``model.attention``) each sequence also carries the actor's state
+        before its first step (``state_in_<k>``, ``[B, width]``) and the previous actions; the
+        learner runs the model along the whole fragment, resetting the state at FIRST rows. Fixed-length sequences that cross
         episodes, rather than padded per-episode chunks, because V-trace runs along the fragment and
         bootstraps from its last row: a chunk cut at ``max_seq_len`` would lack that row.
 
@@ -117,7 +117,7 @@ class VTraceTrainer(Trainer):
             else SEQUENCE_COLUMNS
         )
         out = {key: np.swapaxes(fragment[key], 0, 1) for key in columns}
-        if config.model.lstm:
+        if config.model.recurrent:  # model.lstm or model.attention
             out[SampleBatch.PREV_ACTIONS] = np.swapaxes(fragment[SampleBatch.PREV_ACTIONS], 0, 1)
             for k in range(2):
                 out[SampleBatch.state_in(k)] = fragment[SampleBatch.state_in(k)][0]

@@ -42,6 +42,10 @@ class CentralisedCritic:
             raise TypeError(
                 "model.lstm: mappo's actor and critic are feed-forward MLPs (set model.lstm: false)"
             )
+        if getattr(config.model, "attention", False):
+            raise TypeError(
+                "model.attention: mappo's actor and critic are feed-forward MLPs (set model.attention: false)"
+            )
         if config.model.vf_share_layers:
             raise TypeError("model.vf_share_layers: mappo's critic is a separate network (set it false)")
         #: The resolved critic input (training.critic_input against the env).
