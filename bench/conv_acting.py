@@ -82,6 +82,16 @@ def seconds_per_call(policy, obs: np.ndarray, calls: int, repeats: int) -> float
     return float(np.median(timings))
 
 
+def twin_of(policy):
+    """The numpy twin a policy would act with if its image were small enough for it."""
+    from rlgear.blocks.inference import NumpyActorCritic
+    from rlgear.config.conv import conv_layers
+
+    model = policy.config.model
+    conv = conv_layers(policy.observation_space, model)
+    return NumpyActorCritic(policy.action_space, len(model.hidden_sizes), model.activation, True, 0, conv)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="torch", choices=["torch", "tf"])
@@ -100,6 +110,8 @@ def main() -> None:
             row = {}
             for twin in (False, True):
                 policy = make_policy(args.backend, stack, twin, logdir)
+                if twin and policy.fast_actor is None:  # 84x84 acts in the framework (ConvSpec.twin_acts):
+                    policy.fast_actor = twin_of(policy)  # the twin is measured all the same
                 assert (policy.fast_actor is not None) == twin
                 row[twin] = seconds_per_call(policy, obs, calls, args.repeats)
             print(

@@ -36,6 +36,8 @@ from rlgear.spaces import Box, Space
 
 #: Mnih et al. 2015 (Nature DQN), for 84x84 Atari frames.
 NATURE_FILTERS = [[32, 8, 4], [64, 4, 2], [64, 3, 1]]
+#: The smallest image side the Nature stack fits (8/4, 4/2, 3/1 without padding leave 1x1 at 36).
+NATURE_MIN_SIDE = 36
 #: Young & Tian 2019 (MinAtar): one 16-channel 3x3 stride-1 layer for 10x10 inputs.
 MINATAR_FILTERS = [[16, 3, 1]]
 
@@ -61,6 +63,15 @@ class ConvSpec:
     #: Flat features after the image in each observation row (an :class:`ImageVectorBox`), passed
     #: through and appended to the conv features; 0 for a plain image.
     vector_size: int = 0
+
+    @property
+    def twin_acts(self) -> bool:
+        """Whether the numpy acting twin runs this trunk (``model.numpy_inference``): for images below
+        the Nature stack's 36x36 only. For MinAtar-sized frames it is 2.3-2.9x faster than the
+        framework; for 84x84 Atari frames it is no faster on a quiet machine (0.8-1.2x,
+        ``bench/conv_acting.py``) and several times slower on a loaded one (its im2col matmuls go
+        through multi-threaded BLAS, the frameworks act on one thread), so the framework acts there."""
+        return min(self.image_shape[:2]) < NATURE_MIN_SIDE
 
     @property
     def conv_dim(self) -> int:
@@ -125,7 +136,7 @@ def has_conv_input(space: Space) -> bool:
 
 def default_filters(height: int, width: int) -> list[list[int]]:
     """The Nature-DQN stack when the image is large enough for it (36x36 and up), else MinAtar's."""
-    return NATURE_FILTERS if min(height, width) >= 36 else MINATAR_FILTERS
+    return NATURE_FILTERS if min(height, width) >= NATURE_MIN_SIDE else MINATAR_FILTERS
 
 
 def conv_layers(space: Space, model_config: Any) -> ConvSpec | None:

@@ -61,7 +61,9 @@ class TFActing:
     def _make_fast_actor(self) -> NumpyActorCritic | None:
         model_config = self.config.model
         seed = None if self.config.seed is None else self.config.seed + 1
-        twin_acts = isinstance(self.action_space, Discrete | Box)  # composite actions act in the framework
+        spec = conv_layers(self.observation_space, model_config)
+        # composite actions act in the framework, and so do Atari-sized images (ConvSpec.twin_acts)
+        twin_acts = isinstance(self.action_space, Discrete | Box) and (spec is None or spec.twin_acts)
         if self.recurrent:
             if not (model_config.numpy_inference and twin_acts):
                 return None
