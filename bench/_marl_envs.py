@@ -2,8 +2,9 @@
 ``_marl_envs:<factory>``, with ``bench/`` on ``sys.path``).
 
 :func:`simple_tag_fixed_prey` is mpe2's ``simple_tag_v3`` with the good agent(s) (the prey) played by a
-fixed policy, uniformly random actions from a seeded generator, and hidden from the learner: the learner
-sees the adversaries (the predators) only, a team of equal observation and discrete action spaces, so
+fixed policy, uniformly random actions from a seeded generator (discrete or, with
+``continuous_actions: true``, uniform in the Box), and hidden from the learner: the learner
+sees the adversaries (the predators) only, a team of equal observation and action spaces, so
 qmix/vdn can group it and one shared policy fits every agent. The global ``state()`` stays the
 underlying env's (every agent's observation, the prey's included).
 """
@@ -54,7 +55,11 @@ class FixedPolicyAgents(ParallelEnv):
         joint = dict(actions)
         for agent in self.fixed:
             if agent in self.env.agents:
-                joint[agent] = int(self.rng.integers(self.env.action_space(agent).n))
+                space = self.env.action_space(agent)
+                if hasattr(space, "n"):
+                    joint[agent] = int(self.rng.integers(space.n))
+                else:  # the continuous-action variant: uniform in the Box
+                    joint[agent] = self.rng.uniform(space.low, space.high).astype(space.dtype)
         obs, rewards, terms, truncs, infos = self.env.step(joint)
         keep = [a for a in obs if a in self.possible_agents]
         self.agents = [a for a in self.env.agents if a in self.possible_agents]

@@ -10,9 +10,11 @@ Tasks (mpe2, discrete actions, ``max_cycles: 25``):
 
 Algorithms: ``mappo``, ``qmix``, ``vdn`` against the independent learners ``ippo`` (rlgear ``ppo``, one
 policy shared by the agents) and ``idqn`` (rlgear ``dqn``, one shared policy, each agent's transitions
-its own). Every algorithm's hyperparameters are its ``configs/<algo>-simple-spread.yaml`` with the
-task's env swapped in (``idqn``: ``IDQN_CONFIG`` below, there is no dqn file for MPE). maddpg is not in
-rlgear yet: adding an algorithm is one line of ``ALGORITHMS``.
+its own); and, on the tasks' continuous-action variants (mpe2's ``continuous_actions: true``, each
+agent a ``Box(0, 1)`` of forces; ``CONTINUOUS``), ``maddpg`` against ``ippo_continuous`` (the same
+``ppo`` file, a Gaussian policy). Every algorithm's hyperparameters are its
+``configs/<algo>-simple-spread.yaml`` with the task's env swapped in (``idqn``: ``IDQN_CONFIG`` below,
+there is no dqn file for MPE). Adding an algorithm is one line of ``ALGORITHMS``.
 
 Score: rlgear's greedy evaluation (``Trainer.evaluate``: separate envs reset with seeds fixed by the
 run's seed, 10 episodes a fixed share per env) every budget/20 env steps; a run's final score is the mean
@@ -33,6 +35,9 @@ episodes, ~0.5-4 s, apart): mappo 0.43 s, qmix 1.91 s, vdn 1.47 s, ippo 0.47 s, 
 75 runs; at the default 500k env steps a run: 15 x 500 x 4.56 s = 34,200 s, plus 75 x ~7 s of start and
 evaluation = ~34,700 s = 9.6 core-hours (10 core-hours = 36,000 s). simple_tag (3 learners) costs about
 what simple_spread does, simple_reference (2 learners) less. One (task, seed) of qmix: ~16 min.
+maddpg and ippo_continuous (added later) make 30 more runs; their marginal cost per 1k env steps is
+not measured yet (``--quick --algos maddpg ippo_continuous``, 2026-11-29, loaded machine: 3k-env-step
+runs of 11-22 s and 8-16 s wall, evaluations and process start included).
 
 Usage:
   python bench/marl.py --quick --results /tmp/marl-quick.jsonl     # 1 seed, 3k env steps: smoke (~2 min)
@@ -125,7 +130,13 @@ ALGORITHMS: dict[str, str | dict[str, Any]] = {
     "vdn": "vdn-simple-spread.yaml",
     "ippo": "ppo-simple-spread.yaml",
     "idqn": IDQN_CONFIG,
+    "maddpg": "maddpg-simple-spread.yaml",
+    "ippo_continuous": "ppo-simple-spread.yaml",
 }
+
+#: The algorithms run on the tasks' continuous-action variants (``continuous_actions: true``); the
+#: others on the discrete ones. The table's notes say which is which.
+CONTINUOUS: frozenset[str] = frozenset({"maddpg", "ippo_continuous"})
 
 #: Pairings refused, with the reason shown in the table (none: see the simple_tag note above).
 REFUSED: dict[tuple[str, str], str] = {}
@@ -168,7 +179,7 @@ def build_config(algo: str, task: str, seed: int, budget: int) -> dict[str, Any]
         **raw.get("env", {}),
         "adapter": "pettingzoo",
         "name": spec["name"],
-        "kwargs": spec["kwargs"],
+        "kwargs": {**spec["kwargs"], "continuous_actions": algo in CONTINUOUS},
     }
     raw["seed"] = seed
     raw["stop"] = {"timesteps_total": budget}
@@ -299,6 +310,8 @@ def report(path: Path, doc: Path | None, plots: Path | None) -> str:
         "episodes each), summed over the learning agents; "
         + "; ".join(f"{t}: {s['score']}" for t, s in TASKS.items())
         + ".",
+        f"{', '.join(sorted(CONTINUOUS))}: the continuous-action variant of each task (mpe2's "
+        "continuous_actions: true); the others: the discrete one.",
         *PUBLISHED_SOURCES,
     ]
     table = "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes)

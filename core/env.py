@@ -189,6 +189,10 @@ class MultiAgentVectorEnv(ABC):
     #: The space of :attr:`MultiAgentTimeStep.state` (the env's global state), or None when the env
     #: gives none; an env that sets it gives ``state`` with every step.
     state_space: Space | None = None
+    #: True for an env where a slot may have no agent acting at a step, its episode going on without
+    #: them (:class:`rlgear.league.env.LeagueEnv`: the opponent's turn is played inside the env);
+    #: False (the default): every slot has an agent acting at its reset, which the contract check holds.
+    idle_slots: bool = False
 
     @abstractmethod
     def reset(self, seed: int | None = None) -> MultiAgentTimeStep:

@@ -381,7 +381,7 @@ def _check_agent_steps(
     """
     for agent in env.possible_agents:
         status[agent][resetting] = _ABSENT
-    for row in np.flatnonzero(resetting):
+    for row in np.flatnonzero(resetting) if not getattr(env, "idle_slots", False) else ():
         if not any(ts.active[agent][row] for agent in env.possible_agents):
             raise ContractError(
                 f"{where}, env {row}: no agent is active at the step after the episode's end (the agents "

@@ -32,17 +32,15 @@ from rlgear.distributed.worker_set import WorkerSet
 from rlgear.errors import CheckpointError, DeviceError, UnsupportedError, did_you_mean
 from rlgear.learner import Learner
 from rlgear.run import checkpoint as ckpt
-from rlgear.run import trainer_state
+from rlgear.run import league_play, trainer_state
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.intrinsic import wrap_postprocess
 from rlgear.sampling.metrics import MetricsWindow
 from rlgear.sampling.postprocessing import trainable_rows
-from rlgear.sampling.rollout_worker import RolloutWorker, env_seed, worker_seed
+from rlgear.sampling.rollout_worker import EVALUATION_WORKER_INDEX, RolloutWorker, env_seed, worker_seed
 
 #: The ``policies`` key of a framework-free policy: used under every ``backend:`` value.
 ANY_BACKEND = "*"
-# Worker index of the evaluation envs (seeds apart from the rollout workers').
-EVALUATION_WORKER_INDEX = 999
 # Config sections that reset_config may change on a live trainer.
 _RESETTABLE = ("training", "stop", "checkpoint", "logging")
 # Training keys that reset_config can't apply in place (they shape the optimizer object).
@@ -65,7 +63,9 @@ class Trainer:
             (MultiDiscrete) and "composite" (Tuple/Dict of Discrete, Box and MultiDiscrete);
             the ``kind`` of an :mod:`rlgear.spaces` space.
         multi_agent, recurrent: capability flags shown by ``rlgear plugins``; ``recurrent``: the
-            algorithm learns on sequences, so it takes ``model.lstm`` and ``model.attention``.
+            algorithm learns on sequences, so it takes ``model.lstm`` and ``model.attention``;
+            ``league_play``: whether a ``league`` section works with it (None: a multi-agent
+            algorithm that keeps agents apart).
     """
 
     name: ClassVar[str] = ""
@@ -75,6 +75,7 @@ class Trainer:
     action_spaces: ClassVar[frozenset[str]] = frozenset({"discrete", "continuous"})
     multi_agent: ClassVar[bool] = False
     recurrent: ClassVar[bool] = False
+    league_play: ClassVar[bool | None] = None
     #: Config values ``rlgear plugins --check`` applies to its short runs, for an algorithm whose
     #: ``check_config`` refuses the defaults (e.g. ``{"workers": {"batch_mode": "complete_episodes"}}``).
     check_overrides: ClassVar[dict[str, Any]] = {}
@@ -120,6 +121,9 @@ class Trainer:
             "backends": sorted(cls.policies),
             "multi_agent": cls.multi_agent,
             "recurrent": cls.recurrent,
+            "league": cls.multi_agent and not getattr(cls, "groups_agents", False)
+            if cls.league_play is None
+            else cls.league_play,
         }
 
     @classmethod
@@ -196,6 +200,8 @@ class Trainer:
             self._evaluation_video = EvaluationVideo(self.logdir)
             # build the recording env now: a missing render mode fails before training, not at an evaluation
             self._evaluation_worker_for(config.training.evaluation_episodes)
+        #: ``league``: the league the driver's worker plays (:mod:`rlgear.league.league`), else None.
+        self.league: Any = league_play.attach(self)  # after init_from: exploiters restart from its weights
         hooks_mod.call(self.hooks, "on_trainer_init", trainer=self)
 
     def _worker_set(self, config: RunConfig, policy_cls: type, adapter_cls: type, learner: Any) -> WorkerSet:
@@ -368,6 +374,8 @@ class Trainer:
         result.update(self.learner_info())
         for key, value in learner_stats.items():
             result[f"learner/{key}"] = value
+        if self.league is not None:
+            result.update(league_play.after_iteration(self))
         interval = training.evaluation_interval
         if interval and self.iteration % interval == 0:
             result.update(self.evaluate())
@@ -410,6 +418,8 @@ class Trainer:
         stats = window.stats()
         out = {f"evaluation/{k}": v for k, v in stats.items()}
         out["evaluation/episodes"] = len(episodes)
+        if self.league is not None:  # every game of the evaluation worker was against the baseline
+            out.update(self.league.evaluation_results(worker.env.pop_outcomes()))
         out["evaluation/time_s"] = time.perf_counter() - start
         if video is not None:
             out.update(video.collect(self.iteration))

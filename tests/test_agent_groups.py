@@ -17,6 +17,7 @@ from rlgear.sampling.agent_groups import AgentGroups, team_layout
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete
 from rlgear.testing import check_vector_env
 from rlgear.timestep import StepType
+from tests.maddpg_envs import make_box_late_join, make_line_sum
 from tests.mappo_envs import make_hidden_bonus
 from tests.multi_agent_envs import MatchEnv, make_late_join, make_match, make_mixed
 from tests.qmix_envs import make_two_step
@@ -152,3 +153,76 @@ def test_padding_to_the_widest_agent():
 def test_a_team_layout_needs_a_team_space():
     with pytest.raises(ValueError, match="team observation"):
         team_layout(Box(np.zeros(3), np.ones(3)))
+
+
+# --- Box teams (maddpg): the team acts in a Box [n, A] ----------------------------------------
+def test_a_box_team_keeps_the_vector_env_contract():
+    counts = check_vector_env(AgentGroups(make_line_sum(3)))
+    assert counts["episodes_terminated"] > 0
+
+
+def test_a_box_team_acts_in_the_agents_boxes_stacked():
+    env = AgentGroups(make_line_sum(2))
+    assert env.action_space == Box(np.full((2, 1), -1.0), np.full((2, 1), 1.0))
+    assert env.box_actions == 1
+    layout = team_layout(env.observation_space)
+    assert (layout.n_agents, layout.obs_dim, layout.state_dim) == (2, 2, 3)
+    ts = env.reset(seed=0)
+    assert ts.prev_action.shape == (2, 2, 1) and ts.prev_action.dtype == np.float32
+    np.testing.assert_array_equal(ts.prev_action, 0.0)
+
+
+def test_a_box_team_action_is_split_per_agent():
+    inner = make_line_sum(2)
+    env = AgentGroups(inner)
+    env.reset(seed=0)
+    start, goal = inner.pos.copy(), inner.goal.copy()
+    actions = np.array([[[0.5], [-1.0]], [[1.0], [0.2]]], np.float32)
+    ts = env.step(actions)
+    np.testing.assert_allclose(inner.pos, start + 0.25 * actions[..., 0], rtol=1e-6)
+    np.testing.assert_allclose(ts.reward, -np.abs(inner.pos.sum(1) - goal), rtol=1e-6)  # the halves summed
+    np.testing.assert_array_equal(ts.prev_action, actions)  # the previous joint action, float
+
+
+def test_a_box_team_hands_each_agent_its_row_even_while_absent_and_restarts_prev_action():
+    """``b`` is absent at steps 0-1: the env ignores its row (LateJoinEnv reads only active agents)."""
+    inner = make_box_late_join(1)
+    env = AgentGroups(inner)
+    layout = team_layout(env.observation_space)
+    seen = [env.reset()]
+    for k in range(6):
+        seen.append(env.step(np.array([[[1.0, 0.5 + k], [0.0, -k]]], np.float32)))
+    for k, received in enumerate(inner.received):
+        np.testing.assert_array_equal(received["a"], [[1.0, 0.5 + k]])
+        np.testing.assert_array_equal(received["b"], [[0.0, -k]])
+    flags = [tuple(layout.split(ts.observation)[2][0]) for ts in seen]
+    assert flags[:6] == [(1, 0), (1, 0), (1, 1), (0, 1), (0, 1), (0, 1)]
+    assert [int(ts.step_type[0]) for ts in seen] == [FIRST, MID, MID, MID, MID, LAST, FIRST]
+    np.testing.assert_array_equal(seen[3].prev_action, [[[1.0, 2.5], [0.0, -2.0]]])
+    np.testing.assert_array_equal(seen[6].prev_action, 0.0)  # FIRST: zeros
+
+
+@pytest.mark.parametrize(
+    ("spaces", "match"),
+    [
+        ({"a": Box(np.full(1, -1.0), np.full(1, 1.0)), "b": Discrete(2)}, r"a: Box.*b: Discrete"),
+        (
+            {"a": Box(np.full(1, -1.0), np.full(1, 1.0)), "b": Box(np.full(2, -1.0), np.full(2, 1.0))},
+            "b: Box",
+        ),
+        (
+            {"a": Box(np.full(1, -1.0), np.full(1, 1.0)), "b": Box(np.full(1, -2.0), np.full(1, 2.0))},
+            "same bounds",
+        ),
+        (
+            {"a": Box(-np.ones((1, 2)), np.ones((1, 2))), "b": Box(-np.ones((1, 2)), np.ones((1, 2)))},
+            "one-dimensional",
+        ),
+    ],
+    ids=["mixed", "unequal-shape", "unequal-bounds", "two-dimensional"],
+)
+def test_unequal_or_mixed_action_spaces_are_refused_naming_the_agents(spaces, match):
+    env = make_line_sum(2)
+    env.action_spaces = spaces
+    with pytest.raises(ConfigError, match=match):
+        AgentGroups(env)

@@ -113,6 +113,7 @@ def test_the_top_level_holds_the_contracts_and_a_handful_of_subpackages():
         "export",
         "external",
         "inference",
+        "league",
         "offline",
         "run",
         "sampling",

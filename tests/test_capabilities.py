@@ -26,6 +26,7 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
         "backends": ["tf", "torch"],
         "multi_agent": True,  # multiagent config section (issue 13)
         "recurrent": True,  # model.lstm (issue 14)
+        "league": True,  # a league section (issue 36): one policy per learning player
     }
 
 
@@ -39,6 +40,7 @@ def test_mappo_declares_multi_agent_feed_forward_discrete_and_continuous_on_both
         "backends": ["tf", "torch"],
         "multi_agent": True,  # a centralised critic over the agents (issue 36)
         "recurrent": False,  # the actor and the critic are MLPs
+        "league": False,  # a centralised critic sees one game's agents; league players play apart
     }
 
 
@@ -53,6 +55,23 @@ def test_qmix_and_vdn_declare_multi_agent_recurrent_discrete_on_both_backends(na
         "backends": ["tf", "torch"],
         "multi_agent": True,  # the agents are grouped into one team (issue 36)
         "recurrent": True,  # the GRU agent network is built in (model.lstm is refused)
+        "league": False,  # one team policy for all agents
+    }
+    assert registry.load_algorithm(name).groups_agents
+
+
+@pytest.mark.parametrize("name", ["maddpg", "matd3"])
+def test_maddpg_and_matd3_declare_multi_agent_feed_forward_continuous_on_both_backends(name):
+    caps = registry.load_algorithm(name).capabilities()
+    assert caps == {
+        "discrete": False,
+        "continuous": True,  # each agent's Box; the grouped team acts in a Box [agents, A]
+        "multi_discrete": False,
+        "composite": False,
+        "backends": ["tf", "torch"],
+        "multi_agent": True,  # the agents are grouped into one team, a centralised critic (issue 36)
+        "recurrent": False,  # MLP actor and critic (model.lstm is refused)
+        "league": False,  # one team policy for all agents
     }
     assert registry.load_algorithm(name).groups_agents
 

@@ -276,4 +276,5 @@ def test_pqn_declares_discrete_actions_on_both_backends():
         "backends": ["tf", "torch"],
         "multi_agent": False,
         "recurrent": False,
+        "league": False,
     }

@@ -192,7 +192,6 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         raise RLGearError(
             f"{', '.join(given)}: only with --check NAME (rlgear plugins --check NAME {given[0]} ...)"
         )
-    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -219,14 +218,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     # Two-line headers and no column rules: the matrix fits 80 columns.
     matrix = Table(
         title="algorithm support",
-        box=box.HORIZONTALS,
-        show_edge=False,
+        box=None,
         padding=(0, 1, 0, 0),
         # both recurrent models ride on the same machinery, so one column covers them
         caption="recurrent: model.lstm and model.attention (qmix, vdn: their own GRU agent network)",
     )
-    columns = ("algorithm", "discrete", "continuous", "multi-\ndiscrete", "tuple/\ndict", *backends)
-    for column in (*columns, "multi-\nagent", "recurrent"):
+    columns = ("algorithm", "discrete", "contin-\nuous", "multi-\ndiscrete", "tuple/\ndict", *backends)
+    for column in (*columns, "multi-\nagent", "recur-\nrent", "league"):
         matrix.add_column(column, min_width=max(len(line) for line in column.split("\n")))
     for report in algorithms:
         caps = report.obj.capabilities()
@@ -249,6 +247,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             ],
             mark(caps["multi_agent"]),
             mark(caps["recurrent"]),
+            mark(caps.get("league", False)),
         )
     console.print(matrix)
     failures = [r for items in reports.values() for r in items if r.error and not r.missing_extra]

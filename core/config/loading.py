@@ -17,6 +17,7 @@ from typing import Any
 from rlgear.config.checks import check_env_adapter, check_ranges, check_recurrent_support
 from rlgear.config.deprecated import rename_keys
 from rlgear.config.exploration import build_exploration, check_exploration_support
+from rlgear.config.league import LeagueConfig, check_league, check_league_support
 from rlgear.config.multiagent import MultiAgentConfig, check_multiagent_config
 from rlgear.config.overrides import _failer, apply_overrides
 from rlgear.config.result_keys import build_stop
@@ -113,6 +114,8 @@ def resolve(
         sections["stop"] = build_stop(raw["stop"], fail)
     if raw.get("multiagent") is not None:
         sections["multiagent"] = build(MultiAgentConfig, raw["multiagent"], "multiagent", fail)
+    if raw.get("league") is not None:
+        sections["league"] = build(LeagueConfig, raw["league"], "league", fail)
     if "seed" in raw:
         seed = raw["seed"]
         if is_search_space(seed):
@@ -124,11 +127,13 @@ def resolve(
         sections["seed"] = seed
     config = RunConfig(source=source, origins=dict(origins), **sections)
     check_ranges(config, fail)
+    check_league(config, fail)
     if config.multiagent is not None:
         check_multiagent_config(config, training_class, fail)
     check_env_adapter(config)
     if algorithm_class is not None:
         check_recurrent_support(config, algorithm_class)
+        check_league_support(config, algorithm_class)
         check_exploration_support(config, algorithm_class)
         algorithm_class.check_config(config)  # what the algorithm needs of the other sections
     return config

@@ -58,7 +58,11 @@ class MultiAgentConfig:
 
 
 def policy_ids(config: Any) -> list[str]:
-    """The run's policy ids, in config order (``["default"]`` without a ``multiagent`` section)."""
+    """The run's policy ids, in config order (``["default"]`` without a ``multiagent`` section; a
+    league's learning players with a ``league`` section)."""
+    league = getattr(config, "league", None)
+    if league is not None:
+        return league.player_ids()
     section = config.multiagent
     if section is None:
         return [DEFAULT_POLICY_ID]
@@ -144,7 +148,9 @@ class PolicyMapping:
     def __init__(self, config: Any):
         self.config = config
         self.ids = policy_ids(config)
-        mapping = None if config.multiagent is None else config.multiagent.policy_mapping
+        mapping: Any = None if config.multiagent is None else config.multiagent.policy_mapping
+        if getattr(config, "league", None) is not None:  # a league's agents are its players (league/env.py)
+            mapping = {pid: pid for pid in self.ids}
         self._function: Callable[[str], str] | None = None
         self._patterns: dict[str, str] = {}
         if isinstance(mapping, str):

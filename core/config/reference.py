@@ -18,6 +18,7 @@ import math
 from typing import Any, get_type_hints
 
 from rlgear.config.exploration import ExplorationConfig
+from rlgear.config.league import LeagueConfig
 from rlgear.config.multiagent import MultiAgentConfig
 from rlgear.config.schema import field_help
 from rlgear.config.sections import (
@@ -59,6 +60,9 @@ TOP_LEVEL = (
     ("multiagent", "a mapping", "(none)",
      "Policies of a multi-agent env and which agent acts with which (the multiagent section below); "
      "without it every agent shares one policy, 'default'."),
+    ("league", "a mapping", "(none)",
+     "League self-play for a two-player env: learning players of three kinds, frozen snapshots, "
+     "matchmaking and ratings (the league section below); it names the run's policies."),
     ("tune", "a mapping", "(none)", "Only for rlgear tune: how the trials of an experiment run (below)."),
 )  # fmt: skip
 
@@ -82,6 +86,12 @@ SECTIONS: tuple[tuple[str, type, str], ...] = (
         "multiagent",
         MultiAgentConfig,
         "Multi-agent envs: the policies, the agent -> policy mapping, which learn.",
+    ),
+    (
+        "league",
+        LeagueConfig,
+        "League self-play for two-player games (docs/multi-agent.md#league-self-play): players, "
+        "snapshots, prioritized fictitious self-play, Elo ratings.",
     ),
 )
 

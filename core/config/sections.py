@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rlgear.config.exploration import ExplorationConfig
+from rlgear.config.league import LeagueConfig
 from rlgear.config.multiagent import MultiAgentConfig
 from rlgear.config.overrides import _failer
 from rlgear.config.schema import doc
@@ -364,7 +365,8 @@ class LoggingConfig:
 #: The keys a config file may have at its top level (``tune`` is read by ``rlgear tune`` only).
 TOP_LEVEL_KEYS = (
     "algorithm", "backend", "env", "model", "training", "workers", "learners", "offline",
-    "exploration", "stop", "checkpoint", "logging", "seed", "multiagent", "tune",
+    "exploration", "stop", "checkpoint", "logging", "seed", "multiagent", "league",
+    "tune",
 )  # fmt: skip
 
 
@@ -392,6 +394,8 @@ class RunConfig:
     seed: int | None = None
     #: The ``multiagent`` section (None when the config has none: one policy, ``default``).
     multiagent: MultiAgentConfig | None = None
+    #: The ``league`` section (None without one): league self-play (:mod:`rlgear.config.league`).
+    league: LeagueConfig | None = None
     source: str = "config"  # where it came from, for error messages (not a config key)
     #: key path -> the ``--set`` text that set it, for error messages (not a config key)
     origins: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -403,6 +407,8 @@ class RunConfig:
         out.pop("origins")
         if out["multiagent"] is None:  # single-agent configs read and save as they always did
             out.pop("multiagent")
+        if out["league"] is None:
+            out.pop("league")
         return out
 
     @property

@@ -151,9 +151,11 @@ def evaluate_checkpoint(
         )
     backend = backend_class_for(policy_cls, config.backend)()
     backend.setup(config.workers.num_cpus_for_driver, config.seed)
-    from rlgear.sampling.rollout_worker import RolloutWorker
+    from rlgear.sampling.rollout_worker import EVALUATION_WORKER_INDEX, RolloutWorker
 
-    evaluator = RolloutWorker(config, policy_cls, adapter, video=video)
+    # a league's players are evaluated as its trainer does: every game against league.baseline
+    index = {"worker_index": EVALUATION_WORKER_INDEX} if config.league is not None else {}
+    evaluator = RolloutWorker(config, policy_cls, adapter, video=video, **index)
     try:
         try:
             if len(evaluator.collectors) > 1:

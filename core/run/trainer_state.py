@@ -55,6 +55,9 @@ def collect(trainer: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         "algorithm_state": trainer.get_algorithm_state(),
     }
     arrays.update({f"algorithm/{k}": v for k, v in trainer.get_algorithm_arrays().items()})
+    if getattr(trainer, "league", None) is not None:  # the league: snapshots' weights, results, ratings
+        state["league"], league_arrays = trainer.league.get_state()
+        arrays.update({f"league/{k}": v for k, v in league_arrays.items()})
     arrays.update({f"env/{k}": v for k, v in trainer.workers.get_env_state().items()})
     several = len(trainer.policy_map) > 1
     for pid, obs_filter in trainer.workers.local_worker.obs_filters.items():
@@ -163,6 +166,11 @@ def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint
     if hasattr(trainer.learner, "restore_fault_state"):  # learner actors: their restarts too
         trainer.learner.restore_fault_state(int(faults.get("learner_restarts", 0)))
     trainer.set_algorithm_state(state.get("algorithm_state", {}))
+    if getattr(trainer, "league", None) is not None and "league" in state:
+        trainer.league.set_state(
+            state["league"],
+            {k.removeprefix("league/"): v for k, v in arrays.items() if k.startswith("league/")},
+        )
     trainer.set_algorithm_arrays(
         {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
     )

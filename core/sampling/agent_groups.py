@@ -1,8 +1,9 @@
 """Agent groups: a team of agents presented as one agent whose rows are whole env steps (numpy only).
 
 Why: a value-decomposition learner (``qmix``, ``vdn``) learns one team value from every agent's
-step at once, so it needs team-level rows: all agents' observations, actions and the env's global
-state of one env step in one row. rlgear's sampler keeps per-agent rows; rather than teach it a
+step at once, and ``maddpg``'s centralised critic reads the global state and every agent's action,
+so both need team-level rows: all agents' observations, actions and the env's global state of one
+env step in one row. rlgear's sampler keeps per-agent rows; rather than teach it a
 second layout, the team is grouped into one agent (RLlib's ``with_agent_groups`` does the same).
 :class:`AgentGroups` wraps a :class:`~rlgear.env.MultiAgentVectorEnv` and is a single-agent
 :class:`~rlgear.env.VectorEnv` (``rlgear.testing.check_vector_env`` holds for it), so the
@@ -24,7 +25,11 @@ The team's step, for ``n`` agents in ``possible_agents`` order:
   action_mask=MultiBinary(n * actions))``, the agents' masks one block each (all allowed for an
   agent without a mask or absent), which the evaluator's preprocessing reads as the mask of the
   team's ``MultiDiscrete`` action.
-* action: ``MultiDiscrete([actions] * n)``; every agent must have the same ``Discrete`` space.
+* action: ``MultiDiscrete([actions] * n)`` when every agent has the same ``Discrete`` space; a
+  ``Box`` ``[n, A]`` (the agents' bounds stacked) when every agent has the same one-dimensional
+  ``Box`` ``(A,)`` (``maddpg``'s continuous teams). Mixed or unequal action spaces are refused.
+  ``step`` hands agent ``a`` row ``a`` of the team action (ignored by the env while it is absent);
+  ``prev_action`` is the previous joint action (zeros at FIRST), int64 or float32.
 * reward: the sum of the agents' rewards of that step (EPyMARL's ``common_reward`` with
   ``reward_scalarisation: sum``), so ``episode_return_mean`` is the team's summed return.
 * step type: LAST at the env's episode end (every agent done), FIRST after it, MID otherwise.
@@ -48,7 +53,7 @@ from rlgear.preprocessing import ACTION_MASK_KEY, ObservationPreprocessor
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Space, flat_dim
 from rlgear.timestep import StepType, TimeStep
 
-__all__ = ["AgentGroups", "TeamLayout", "team_layout"]
+__all__ = ["AgentGroups", "TeamLayout", "team_layout", "team_refusals"]
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 #: The observation key of the team Box when the team observation is a Dict with an action mask.
@@ -84,6 +89,30 @@ class TeamLayout:
         return agents, state, obs[..., :n, 0]
 
 
+def team_refusals(config: Any, algorithm: str) -> list[tuple[bool, str, str]]:
+    """``(refused, key, message)`` of what no algorithm on grouped agents builds (qmix, vdn, maddpg):
+    conv nets (each agent's observation is a flat row), an observation filter (it would shift the
+    presence flags and padding) and learner actors (the team learns in the driver)."""
+    model = config.model
+    return [
+        (
+            bool(model.conv_filters),
+            "model.conv_filters",
+            f"{algorithm} flattens each agent's observation into a row: conv nets are not built",
+        ),
+        (
+            model.observation_filter != "none",
+            "model.observation_filter",
+            f"{algorithm}'s team observation holds presence flags and padding a filter would shift; set it to none",
+        ),
+        (
+            config.learners.num_learners > 0,
+            "learners.num_learners",
+            f"{algorithm} learns in the driver; set it to 0",
+        ),
+    ]
+
+
 def team_layout(space: Space) -> TeamLayout:
     """The layout of a team observation space (the ``Box`` :class:`AgentGroups` makes), or a
     ValueError saying why ``space`` is not one."""
@@ -96,14 +125,30 @@ def team_layout(space: Space) -> TeamLayout:
     return TeamLayout(space.shape[0] - 1, np.flatnonzero(agents.any(axis=0)), np.flatnonzero(~pinned[-1, 1:]))
 
 
-def _agent_parts(env: MultiAgentVectorEnv) -> tuple[dict[str, ObservationPreprocessor], int]:
-    """Each agent's preprocessor and the (shared) number of actions; refuses what cannot be grouped."""
+def _agent_parts(env: MultiAgentVectorEnv) -> tuple[dict[str, ObservationPreprocessor], Space]:
+    """Each agent's preprocessor and the (shared) action space; refuses what cannot be grouped."""
     agents = tuple(env.possible_agents)
     spaces = {a: env.action_spaces[a] for a in agents}
-    if not all(isinstance(s, Discrete) for s in spaces.values()) or len({s.n for s in spaces.values()}) != 1:
+    first = next(iter(spaces.values()))
+    same_discrete = (
+        all(isinstance(s, Discrete) for s in spaces.values()) and len({s.n for s in spaces.values()}) == 1
+    )
+    same_box = (
+        isinstance(first, Box)
+        and len(first.shape) == 1
+        and all(
+            isinstance(s, Box)
+            and s.shape == first.shape
+            and np.array_equal(s.low, first.low)
+            and np.array_equal(s.high, first.high)
+            for s in spaces.values()
+        )
+    )
+    if not (same_discrete or same_box):
         listed = ", ".join(f"{a}: {s!r}" for a, s in spaces.items())
         raise ConfigError(
-            f"agent grouping needs every agent to have the same Discrete action space, got {listed}"
+            "agent grouping needs every agent to have the same Discrete action space, or the same "
+            f"one-dimensional Box (same bounds), got {listed}"
         )
     preprocessors = {}
     for agent in agents:
@@ -115,7 +160,7 @@ def _agent_parts(env: MultiAgentVectorEnv) -> tuple[dict[str, ObservationPreproc
                 f"image {space!r} (conv nets are not supported by agent grouping)"
             )
         preprocessors[agent] = pre
-    return preprocessors, int(next(iter(spaces.values())).n)
+    return preprocessors, first
 
 
 class AgentGroups(VectorEnv):
@@ -128,8 +173,12 @@ class AgentGroups(VectorEnv):
         self.env = env
         self.num_envs = env.num_envs
         self.agents = tuple(env.possible_agents)
-        self.preprocessors, self.num_actions = _agent_parts(env)
+        self.preprocessors, agent_action_space = _agent_parts(env)
         n = len(self.agents)
+        #: Box teams: each agent's action width A (the team acts in a Box [n, A]); None when discrete.
+        self.box_actions = agent_action_space.shape[0] if isinstance(agent_action_space, Box) else None
+        #: Discrete teams: each agent's number of actions (0 for a Box team).
+        self.num_actions = 0 if self.box_actions is not None else int(agent_action_space.n)
         widths = [flat_dim(p.observation_space) for p in self.preprocessors.values()]
         self.obs_dim = max(widths)
         self.given_state = env.state_space is not None
@@ -148,9 +197,15 @@ class AgentGroups(VectorEnv):
             if self.has_masks
             else box
         )
-        self.action_space = MultiDiscrete(np.full(n, self.num_actions, dtype=np.int64))
+        if self.box_actions is None:
+            self.action_space: Space = MultiDiscrete(np.full(n, self.num_actions, dtype=np.int64))
+            self._prev = np.zeros((self.num_envs, n), dtype=np.int64)
+        else:
+            low = np.stack([np.asarray(agent_action_space.low, np.float32)] * n)
+            high = np.stack([np.asarray(agent_action_space.high, np.float32)] * n)
+            self.action_space = Box(low, high)
+            self._prev = np.zeros((self.num_envs, n, self.box_actions), dtype=np.float32)
         self._ended = np.zeros(self.num_envs, dtype=bool)
-        self._prev = np.zeros((self.num_envs, n), dtype=np.int64)
 
     # --- the team's TimeStep ---------------------------------------------------------------
     def _team(self, mts: MultiAgentTimeStep, first: np.ndarray) -> TimeStep:
@@ -185,7 +240,8 @@ class AgentGroups(VectorEnv):
             obs[:, n, 1 : 1 + self.state_dim] = obs[:, :n, 1 : 1 + self.obs_dim].reshape(b, -1)
         step_type = np.where(first, _FIRST, np.where(end, _LAST, _MID)).astype(np.int32)
         discount = np.where(end & (terminated | ~acting_at_end), 0.0, 1.0).astype(np.float32)
-        prev = np.where(first[:, None], 0, self._prev)
+        first_rows = first.reshape((b,) + (1,) * (self._prev.ndim - 1))
+        prev = np.where(first_rows, 0, self._prev).astype(self._prev.dtype)
         observation: Any = obs
         if mask is not None:
             observation = {OBSERVATION_KEY: obs, ACTION_MASK_KEY: mask.reshape(b, -1).astype(np.int8)}
@@ -195,7 +251,7 @@ class AgentGroups(VectorEnv):
             reward=np.where(first, 0.0, reward).astype(np.float32),
             discount=np.where(first, 1.0, discount).astype(np.float32),
             observation=observation,
-            prev_action=prev.astype(np.int64),
+            prev_action=prev,
             env_id=np.arange(b, dtype=np.int32),
             valid=valid,
         )
@@ -209,9 +265,10 @@ class AgentGroups(VectorEnv):
         return self._team(self.env.reset(seed), np.ones(self.num_envs, dtype=bool))
 
     def step(self, actions: np.ndarray) -> TimeStep:
-        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, len(self.agents))
+        actions = np.asarray(actions, dtype=self._prev.dtype).reshape(self._prev.shape)
         first = self._ended.copy()  # the slots whose previous step was LAST start over now
-        self._prev = np.where(first[:, None], 0, actions)
+        first_rows = first.reshape((self.num_envs,) + (1,) * (actions.ndim - 1))
+        self._prev = np.where(first_rows, 0, actions).astype(self._prev.dtype)
         mts = self.env.step({agent: actions[:, i].copy() for i, agent in enumerate(self.agents)})
         return self._team(mts, first)
 

@@ -64,6 +64,14 @@ def default_postprocess(fragment: SampleBatch, policy: Any, config: Any) -> Samp
     return trainable_rows(fragment)
 
 
+#: ``worker_index`` of a trainer's evaluation worker (its envs and seeds apart from training's).
+EVALUATION_WORKER_INDEX = 999
+
+
+def _offset(seed: int | None, offset: int) -> int | None:
+    return None if seed is None else seed + offset
+
+
 def worker_seed(seed: int | None, worker_index: int) -> int | None:
     """The seed of a remote worker's policy and framework (distinct per worker, like env seeds)."""
     if seed is None:
@@ -123,9 +131,12 @@ class RolloutWorker:
             options["wrappers_vector"] = list(env_cfg.wrappers_vector)
         if video is not None:
             options["video"] = video
+        league = config.league
+        # a league: each learning player plays num_envs_per_worker games at once (rlgear.league.env)
+        players = len(league.player_ids()) if league is not None else 1
         self.env = env_adapter_class().make(
             env_cfg.name,
-            config.workers.num_envs_per_worker,
+            config.workers.num_envs_per_worker * players,
             kwargs=dict(env_cfg.kwargs),
             vectorization=env_cfg.vectorization,
             horizon=config.workers.horizon,
@@ -138,6 +149,12 @@ class RolloutWorker:
             try:
                 inner = self.env if isinstance(self.env, MultiAgentVectorEnv) else OneAgentEnv(self.env)
                 self.env = AgentGroups(inner)
+            except BaseException:
+                self.env.close()
+                raise
+        if league is not None:
+            try:
+                self.env = self._league_env(self.env, policy_class)
             except BaseException:
                 self.env.close()
                 raise
@@ -164,6 +181,62 @@ class RolloutWorker:
         self.episodes_aborted = 0
         self._window: dict[str, dict[str, Any]] = {}
         self.reset(env_seed(config.seed, worker_index))
+
+    def _league_env(self, inner: Any, policy_class: type) -> Any:
+        """The two-player env as the league's players' env (:mod:`rlgear.league.env`): the driver's
+        worker plays the league's games; the evaluation worker plays every game against the baseline."""
+        from rlgear.league.env import LeagueEnv
+        from rlgear.league.league import League
+
+        config = self.config
+        if not isinstance(inner, MultiAgentVectorEnv):
+            raise config.fail(
+                "league", f"a league plays a two-player env; env '{config.env.name}' has a single agent"
+            )
+        evaluation = self.worker_index == EVALUATION_WORKER_INDEX
+        seed = worker_seed(config.seed, self.worker_index)
+        league = League(config.league, seed)
+        env = LeagueEnv(
+            inner,
+            league,
+            lambda opponent: self._league_opponent(opponent, policy_class, league, inner),
+            max_cached=config.league.max_cached_opponents,
+            baseline=config.league.baseline if evaluation else None,
+            explore_opponents=config.league.opponent_explore,
+            seed=seed,
+        )
+        #: The league this worker plays (the trainer's, in the driver's worker).
+        self.league = league
+        return env
+
+    def _league_opponent(self, opponent: str, policy_class: type, league: Any, inner: Any) -> Any:
+        """An acting collector for ``opponent`` over the inner env's slots: the baseline, a current
+        player (its live policy) or a snapshot (a policy of its own with the snapshot's weights)."""
+        from rlgear.league.env import RandomOpponent
+
+        seat = inner.possible_agents[0]
+        obs_space, act_space = inner.observation_spaces[seat], inner.action_spaces[seat]
+        if opponent == self.config.league.baseline and opponent not in league.players:
+            return RandomOpponent(
+                obs_space,
+                act_space,
+                self.config.env.name,
+                _offset(worker_seed(self.config.seed, self.worker_index), 1),
+            )
+        live = self.collectors[opponent].policy if opponent in league.players else None
+        collector = PolicyCollector(
+            opponent,
+            policy_class,
+            obs_space,
+            act_space,
+            self.config,
+            inner.num_envs,
+            self.config.env.name,
+            None if live is None else (lambda *_: live),
+        )
+        if live is None:
+            collector.policy.set_weights(league.snapshot_weights[opponent])
+        return collector
 
     def _build_collectors(
         self,

@@ -95,6 +95,9 @@ class Sampler:
         self._episode_ids = np.zeros(n, dtype=np.int64)
         self._episode_return = np.zeros(n, dtype=np.float64)
         self._policy_return = {pid: np.zeros(n, dtype=np.float64) for pid in self.streams}
+        #: per policy and env slot: whether the policy's agents act in the slot's running episode (a
+        #: league player plays only its own slots: the others' episodes are not its returns)
+        self._policy_part = {pid: np.zeros(n, dtype=bool) for pid in self.streams}
         self._episode_length = np.zeros(n, dtype=np.int64)
         self._all_mid = np.full(n, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
         self._next_episode_id = 0
@@ -181,6 +184,7 @@ class Sampler:
                 self.agent_steps += int(np.count_nonzero(stepped))
                 per_env = np.where(stepped, stream.ts.reward, 0.0).reshape(-1, self.num_envs).sum(axis=0)
                 self._policy_return[pid] += per_env
+                self._policy_part[pid] |= stream.ts_active.reshape(-1, self.num_envs).any(axis=0)
                 self._episode_return += per_env
         self._episode_length += moved
         end = mts.episode_end
@@ -200,6 +204,8 @@ class Sampler:
         if not self.single_agent:
             for returns in self._policy_return.values():
                 returns[slots] = 0.0
+            for part in self._policy_part.values():
+                part[slots] = False
         # Episode objects only for hooks (user_data lives from start to end); without any, a
         # running episode is a marker, and its summary is built at the end (CartPole with 8 envs
         # starts an episode every few steps: a dataclass each was a tenth of the sampling time)
@@ -251,7 +257,9 @@ class Sampler:
                     hooks_mod.call(ev.hooks, "on_episode_end", worker=ev, episode=episode)
                 summary = episode.summary()
             if not self.single_agent:
-                summary["policy_returns"] = {pid: float(r[i]) for pid, r in self._policy_return.items()}
+                summary["policy_returns"] = {
+                    pid: float(r[i]) for pid, r in self._policy_return.items() if self._policy_part[pid][i]
+                }
             ev._finished.append(summary)
 
     def _last_info(self, mts: MultiAgentTimeStep, env: int) -> dict[str, Any]:

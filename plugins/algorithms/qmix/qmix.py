@@ -27,6 +27,7 @@ from rlgear.plugins.algorithms.qmix.acting import team_spaces
 from rlgear.plugins.algorithms.qmix.config import QMixConfig, VDNConfig
 from rlgear.plugins.algorithms.qmix.episodes import postprocess_episode
 from rlgear.plugins.families.replay.q_learning import QLearningTrainer
+from rlgear.sampling.agent_groups import team_refusals
 
 #: Keys that shape the networks or the replay rows: reset_config() refuses to change them.
 NETWORK_KEYS = (
@@ -104,20 +105,11 @@ class QMIX(QLearningTrainer):
                 f"{cls.name} builds its own agent network and mixer (training.rnn_hidden_dim, mixing_embed_dim)",
             ),
             (
-                config.model.observation_filter != "none",
-                "model.observation_filter",
-                f"{cls.name}'s team observation holds presence flags and padding a filter would shift; set it to none",
-            ),
-            (
                 config.exploration.name is not None,
                 "exploration.name",
                 f"{cls.name} explores epsilon-greedily per agent (training.epsilon_*); remove the key",
             ),
-            (
-                config.learners.num_learners > 0,
-                "learners.num_learners",
-                f"{cls.name} learns in the driver; set it to 0",
-            ),
+            *team_refusals(config, cls.name),
         )
         for refused, key, message in refusals:
             if refused:

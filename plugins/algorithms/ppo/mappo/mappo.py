@@ -60,6 +60,8 @@ class MAPPO(PPO):
     action_spaces = frozenset({"discrete", "continuous"})
     recurrent = False
     multi_agent = True
+    #: a centralised critic sees the agents of one game; a league's players play separate games
+    league_play = False
     postprocess = staticmethod(postprocess)
 
     @classmethod

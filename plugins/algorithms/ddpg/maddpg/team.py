@@ -1,0 +1,106 @@
+"""What MADDPG's torch and TF policies share, in numpy: the team's spaces, the actor's inputs and acting.
+
+Acting is numpy for the reason DDPG's is (:mod:`rlgear.blocks.squashed_inference`): a few rows per
+env step through a small MLP. The team observation ``[B, n + 1, W]`` is split by
+:class:`~rlgear.sampling.agent_groups.TeamLayout`; the shared actor sees each agent's own row (and
+its one-hot index) only, so an agent's action never depends on another agent's observation
+(decentralised execution); the critic alone reads the state row and the joint action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlgear.sampling.agent_groups import TeamLayout, team_layout
+from rlgear.spaces import Box, Space
+from rlgear.timestep import TimeStep
+
+
+def team_spaces(observation_space: Space, action_space: Space) -> tuple[TeamLayout, int]:
+    """``(layout, A)`` of a grouped Box team's spaces (team observation ``[n + 1, W]``, team action
+    Box ``[n, A]``), or a TypeError saying why they are not one."""
+    try:
+        layout = team_layout(observation_space)
+    except ValueError as err:
+        raise TypeError(f"maddpg acts for a team of agents: {err}") from None
+    if (
+        not isinstance(action_space, Box)
+        or len(action_space.shape) != 2
+        or action_space.shape[0] != layout.n_agents
+        or not action_space.bounded
+    ):
+        raise TypeError(
+            "maddpg needs the team's bounded Box action [agents, A] (one equal one-dimensional Box per "
+            f"agent, grouped by the rollout worker), got {action_space!r}"
+        )
+    return layout, int(action_space.shape[1])
+
+
+def actor_input_dim(layout: TeamLayout, training: Any) -> int:
+    """Width of the shared actor's input: an agent's observation, then (``agent_id``) its one-hot index."""
+    return layout.obs_dim + (layout.n_agents if training.agent_id else 0)
+
+
+def actor_inputs(agent_obs: np.ndarray, agent_id: bool) -> np.ndarray:
+    """``[..., n, inputs]``: each agent's observation, then (``agent_id``) its one-hot index."""
+    if not agent_id:
+        return agent_obs
+    n = agent_obs.shape[-2]
+    ids = np.broadcast_to(np.eye(n, dtype=agent_obs.dtype), (*agent_obs.shape[:-2], n, n))
+    return np.concatenate([agent_obs, ids], axis=-1)
+
+
+class TeamActing:
+    """Mixed in before DDPG's policy on a backend: ``compute_actions`` for the team, each agent acting
+    on its own row through the numpy actor twin; exploration noise (DDPG's Gaussian or OU, on the
+    flat joint action) is independent per agent and action component.
+
+    The host provides ``layout``, ``agent_actions`` (A), ``num_actions`` (n x A, the joint width),
+    ``actor_twin``, ``acting_rng``, ``action_low`` / ``action_half_range`` (flat, n x A),
+    ``exploration``, ``get_weights`` and ``weights_version``.
+    """
+
+    config: Any
+    observation_space: Any
+    layout: TeamLayout
+    agent_actions: int
+    num_actions: int
+    actor_twin: Any
+    acting_rng: np.random.Generator
+    action_low: np.ndarray
+    action_half_range: np.ndarray
+    global_timestep: int
+    weights_version: int
+    exploration: Any  # DeterministicActorRules.exploration: DDPG's noise on the flat joint action
+    get_weights: Any
+
+    def team_observations(self, observations: Any) -> np.ndarray:
+        """Team observations as ``[B, n + 1, W]`` float32 (a flat batch is reshaped)."""
+        shape = self.observation_space.shape
+        return np.asarray(observations, np.float32).reshape(-1, *shape)
+
+    def agent_actor_inputs(self, observations: Any) -> np.ndarray:
+        """``[B, n, inputs]``: the shared actor's input rows of a batch of team observations."""
+        agent_obs, _, _ = self.layout.split(self.team_observations(observations))
+        return actor_inputs(agent_obs, self.config.training.agent_id)
+
+    def compute_actions(
+        self, timestep: TimeStep, state: Any = None, explore: bool = True
+    ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
+        """Team actions ``[B, n, A]``: uniform before ``learning_starts`` env steps (as DDPG), else each
+        agent's ``tanh(mu(o_a, id_a))`` (with exploration noise when exploring) rescaled to its bounds."""
+        twin = self.actor_twin
+        if twin.version != self.weights_version:
+            twin.load(self.get_weights(), self.weights_version)
+        inputs = self.agent_actor_inputs(timestep.observation)
+        batch, n = inputs.shape[:2]
+        if explore and self.global_timestep < self.config.training.learning_starts:
+            squashed = self.acting_rng.uniform(-1.0, 1.0, (batch, self.num_actions))
+        else:
+            squashed = twin.act(inputs.reshape(batch * n, -1), explore).reshape(batch, self.num_actions)
+            if explore:
+                squashed = self.exploration(squashed, timestep)
+        actions = self.action_low + (squashed + 1.0) * self.action_half_range
+        return actions.astype(np.float32, copy=False).reshape(batch, n, self.agent_actions), state, {}
