@@ -223,7 +223,8 @@ def body_weight_names(body: nn.Sequential, attribute: str, prefix: str) -> dict[
 def build_model(
     observation_space: Space, action_space: Space, num_outputs: int, model_config: Any
 ) -> nn.Module:
-    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``), or
+    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``, the
+    relational encoder with ``model.relational``), or
     the user's ``model.custom`` class."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
