@@ -181,3 +181,16 @@ def test_the_plugins_matrix_names_the_algorithms_that_take_it(monkeypatch, capsy
     assert cli.main(["plugins"]) == 0
     out = capsys.readouterr().out
     assert "model.relational: a2c, a3c, appo, impala, pg, ppo" in out[out.index("algorithm support") :]
+
+
+def test_the_numpy_runtime_refuses_a_relational_checkpoint_in_one_line(tmp_path):
+    """No numpy twin: ``rlgear.inference`` says so (``rlgear.load`` acts with the framework)."""
+    import rlgear.inference
+    from rlgear.run import agent
+
+    rlgear.train(raw_config(tmp_path, stop={"training_iteration": 1}))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    with pytest.raises(ConfigError, match=r"model\.relational: .* has no numpy twin") as raised:
+        rlgear.inference.load(run_dir)
+    assert "\n" not in str(raised.value)
+    assert agent.load(run_dir).compute_single_action(np.zeros((5, 11), np.float32)) in range(4)

@@ -111,7 +111,8 @@ class ModelConfig:
     numpy_inference: bool = doc(
         "Act with a numpy copy of the catalog MLP and its conv trunk, or of the LSTM or attention "
         "memory (several times faster for small batches and small images; learning stays in the "
-        "framework). Ignored for custom models.",
+        "framework). Ignored for custom models and model.relational (no numpy twin: it acts in "
+        "the framework).",
         True,
     )
     custom: str | None = doc(
