@@ -64,6 +64,7 @@ def resolve(tmp_path, algorithm="ppo", model=None, backend="torch"):
         ({"relational_heads": 0}, r"model\.relational_heads: expected a positive number"),
         ({"relational_blocks": 0}, r"model\.relational_blocks: expected a positive number"),
         ({"relational_mlp_dim": -1}, r"model\.relational_mlp_dim: expected a positive number"),
+        ({"observation_filter": "mean_std"}, r"model\.observation_filter: model\.relational reads all-zero"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, model, pattern):

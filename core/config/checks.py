@@ -208,6 +208,12 @@ def check_relational(model: ModelConfig, fail) -> None:
                 f"the relational module is the catalog MLP's encoder and does not combine with "
                 f"model.{key}: set one of them off",
             )
+    if model.observation_filter != "none":
+        raise fail(
+            "model.observation_filter",
+            "model.relational reads all-zero entity rows as absent entities, and normalising the "
+            "observation would make them present: set it to none",
+        )
     sizes = {
         "model.relational_dim": model.relational_dim,
         "model.relational_heads": model.relational_heads,
