@@ -50,11 +50,6 @@ class EntityLayout:
     features: int
     conv: ConvSpec | None
 
-    @property
-    def masked(self) -> bool:
-        """Whether absent (all-zero) entities are masked: entity rows of the observation only."""
-        return self.conv is None
-
 
 def entity_layout(space: Space, model_config: Any) -> EntityLayout:
     """The entities of ``space`` (see the module docstring); ConfigError naming ``model.relational``

@@ -72,7 +72,6 @@ class RelationalEncoder(nn.Module):
         ortho = bool(model_config.orthogonal_init)
         gain = 1.0 if ortho else None
         dim = int(model_config.relational_dim)
-        self.masked = layout.masked
         self.num_entities, self.features = layout.num_entities, layout.features
         self.conv = None if layout.conv is None else ConvEncoder(layout.conv, ortho)
         if layout.conv is not None:
