@@ -4,8 +4,8 @@ The reference (``tests/relational_reference.py``) loops over observations, heads
 entities; the backends batch and mask. Checked: outputs for entity sets with absent (zero) rows and
 for conv cells with coordinates, separate and shared block weights; an A2C loss and its gradient
 through the whole actor-critic (one plain-SGD step moves every weight by ``lr x`` the reference's
-finite-difference gradient); zero rows changing nothing; a planted bug (the key mask dropped) that
-the reference catches.
+finite-difference gradient); zero rows changing nothing; planted bugs (the key mask dropped in the
+backend, mean instead of max pooling) that the comparison catches.
 """
 
 from __future__ import annotations
@@ -201,3 +201,13 @@ def test_reference_catches_absent_entities_left_unmasked(tmp_path, backend, monk
         monkeypatch.setattr(encoder, "present_entities", staticmethod(lambda e: tf.ones_like(e[..., 0]) > 0))
     buggy = model_outputs(policy, backend, obs)[0]
     assert np.abs(buggy - ref[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_reference_tells_max_pooling_from_mean_pooling(tmp_path, backend):
+    """The other planted bug, on the reference side: a mean over entities is far from the backend's max."""
+    policy = build(tmp_path, backend, entity_space())
+    obs = entity_obs(np.random.default_rng(5), 7)
+    outputs = model_outputs(policy, backend, obs)[0]
+    mean = relational_actor_critic(policy.get_weights(), obs, **entity_layout(), pool="mean")
+    assert np.abs(outputs - mean[0]).max() > 1e-3
