@@ -75,6 +75,8 @@ class Trainer:
     action_spaces: ClassVar[frozenset[str]] = frozenset({"discrete", "continuous"})
     multi_agent: ClassVar[bool] = False
     recurrent: ClassVar[bool] = False
+    #: Whether the algorithm's policies use the catalog actor-critic, so take ``model.relational``.
+    relational: ClassVar[bool] = False
     league_play: ClassVar[bool | None] = None
     #: Config values ``rlgear plugins --check`` applies to its short runs, for an algorithm whose
     #: ``check_config`` refuses the defaults (e.g. ``{"workers": {"batch_mode": "complete_episodes"}}``).
@@ -99,6 +101,7 @@ class Trainer:
             else config_mod.load(config, training_class=self.config_class)
         )
         config_mod.check_recurrent_support(self.config, type(self))
+        config_mod.check_relational_support(self.config, type(self))
         check_exploration_support(self.config, type(self))
         if self.config.offline.input is not None and not type(self).reads_datasets:
             raise self.config.fail(
@@ -121,6 +124,7 @@ class Trainer:
             "backends": sorted(cls.policies),
             "multi_agent": cls.multi_agent,
             "recurrent": cls.recurrent,
+            "relational": cls.relational,
             "league": cls.multi_agent and not getattr(cls, "groups_agents", False)
             if cls.league_play is None
             else cls.league_play,

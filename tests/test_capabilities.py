@@ -26,6 +26,7 @@ def test_ppo_declares_discrete_and_continuous_actions_on_torch():
         "backends": ["tf", "torch"],
         "multi_agent": True,  # multiagent config section (issue 13)
         "recurrent": True,  # model.lstm (issue 14)
+        "relational": True,  # model.relational (issue 33): the catalog actor-critic's encoder
         "league": True,  # a league section (issue 36): one policy per learning player
     }
 
@@ -40,6 +41,7 @@ def test_mappo_declares_multi_agent_feed_forward_discrete_and_continuous_on_both
         "backends": ["tf", "torch"],
         "multi_agent": True,  # a centralised critic over the agents (issue 36)
         "recurrent": False,  # the actor and the critic are MLPs
+        "relational": False,  # its critic is a network of its own
         "league": False,  # a centralised critic sees one game's agents; league players play apart
     }
 
@@ -55,6 +57,7 @@ def test_qmix_and_vdn_declare_multi_agent_recurrent_discrete_on_both_backends(na
         "backends": ["tf", "torch"],
         "multi_agent": True,  # the agents are grouped into one team (issue 36)
         "recurrent": True,  # the GRU agent network is built in (model.lstm is refused)
+        "relational": False,  # its own agent network
         "league": False,  # one team policy for all agents
     }
     assert registry.load_algorithm(name).groups_agents
@@ -71,6 +74,7 @@ def test_maddpg_and_matd3_declare_multi_agent_feed_forward_continuous_on_both_ba
         "backends": ["tf", "torch"],
         "multi_agent": True,  # the agents are grouped into one team, a centralised critic (issue 36)
         "recurrent": False,  # MLP actor and critic (model.lstm is refused)
+        "relational": False,  # its own actor and critic
         "league": False,  # one team policy for all agents
     }
     assert registry.load_algorithm(name).groups_agents

@@ -220,8 +220,11 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         title="algorithm support",
         box=None,
         padding=(0, 1, 0, 0),
-        # both recurrent models ride on the same machinery, so one column covers them
-        caption="recurrent: model.lstm and model.attention (qmix, vdn: their own GRU agent network)",
+        # both recurrent models ride on the same machinery, so one column covers them; the
+        # relational encoder has no column (the matrix fits 80 columns): the caption names its algorithms
+        caption="recurrent: model.lstm and model.attention (qmix, vdn: their own GRU agent network)\n"
+        "model.relational: "
+        + ", ".join(r.info.name for r in algorithms if r.obj.capabilities().get("relational")),
     )
     columns = ("algorithm", "discrete", "contin-\nuous", "multi-\ndiscrete", "tuple/\ndict", *backends)
     for column in (*columns, "multi-\nagent", "recur-\nrent", "league"):

@@ -38,6 +38,7 @@ from rlgear.config.checks import (
     check_loggers,
     check_ranges,
     check_recurrent_support,
+    check_relational_support,
 )
 from rlgear.config.loading import from_any, load, resolve
 from rlgear.config.multiagent import MultiAgentConfig, PolicyOverrides
@@ -114,6 +115,7 @@ __all__ = [
     "check_optimizer",
     "check_ranges",
     "check_recurrent_support",
+    "check_relational_support",
     "check_result_key",
     "dump_yaml",
     "from_any",

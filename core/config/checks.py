@@ -3,8 +3,9 @@
 :func:`check_ranges` (value ranges across the sections, then the training section's own
 checks), :func:`check_loggers` (``logging.loggers`` against the installed logger
 plugins), and the checks that ask a plugin: :func:`check_env_adapter` (the env
-adapter's) and :func:`check_recurrent_support` (``model.lstm`` / ``model.attention`` against the
-algorithm); :func:`check_attention` holds the attention memory's own keys.
+adapter's), :func:`check_recurrent_support` (``model.lstm`` / ``model.attention`` against the
+algorithm) and :func:`check_relational_support`; :func:`check_attention` and
+:func:`check_relational` hold those models' own keys.
 :func:`rlgear.config.resolve` runs them when a config is read.
 """
 
@@ -51,6 +52,8 @@ def check_ranges(config: RunConfig, fail) -> None:
             )
     if config.model.attention:
         check_attention(config.model, fail)
+    if config.model.relational:
+        check_relational(config.model, fail)
     if gradient_keys and training.grad_clip is not None:
         positive["training.grad_clip"] = training.grad_clip
     if w.rollout_fragment_length != "auto":
@@ -192,6 +195,52 @@ def check_attention(model: ModelConfig, fail) -> None:
             "model.attention_heads",
             f"must divide model.attention_dim ({model.attention_dim}) into equal heads, "
             f"got {model.attention_heads}",
+        )
+
+
+def check_relational(model: ModelConfig, fail) -> None:
+    """``model.relational``'s keys: sizes, heads that divide the width, and what it does not combine with
+    (the relational module is the MLP's encoder: the recurrent models and custom models have their own)."""
+    for key in ("lstm", "attention", "custom"):
+        if getattr(model, key):
+            raise fail(
+                "model.relational",
+                f"the relational module is the catalog MLP's encoder and does not combine with "
+                f"model.{key}: set one of them off",
+            )
+    if model.observation_filter != "none":
+        raise fail(
+            "model.observation_filter",
+            "model.relational reads all-zero entity rows as absent entities, and normalising the "
+            "observation would make them present: set it to none",
+        )
+    sizes = {
+        "model.relational_dim": model.relational_dim,
+        "model.relational_heads": model.relational_heads,
+        "model.relational_blocks": model.relational_blocks,
+    }
+    if model.relational_mlp_dim is not None:
+        sizes["model.relational_mlp_dim"] = model.relational_mlp_dim
+    for path, value in sizes.items():
+        if value <= 0:
+            raise fail(path, f"expected a positive number, got {value}")
+    if model.relational_dim % model.relational_heads:
+        raise fail(
+            "model.relational_heads",
+            f"must divide model.relational_dim ({model.relational_dim}) into equal heads, "
+            f"got {model.relational_heads}",
+        )
+
+
+def check_relational_support(config: RunConfig, algorithm_class: type) -> None:
+    """``model.relational`` only for algorithms whose policies use the catalog actor-critic
+    (``Trainer.relational``); the others build networks of their own."""
+    if config.model.relational and not getattr(algorithm_class, "relational", False):
+        name = getattr(algorithm_class, "name", algorithm_class.__name__)
+        raise config.fail(
+            "model.relational",
+            f"algorithm '{name}' builds its own network, without the catalog's relational encoder; "
+            "set model.relational: false, or use ppo, pg, a2c, a3c, impala or appo",
         )
 
 

@@ -14,7 +14,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlgear.config.checks import check_env_adapter, check_ranges, check_recurrent_support
+from rlgear.config.checks import (
+    check_env_adapter,
+    check_ranges,
+    check_recurrent_support,
+    check_relational_support,
+)
 from rlgear.config.deprecated import rename_keys
 from rlgear.config.exploration import build_exploration, check_exploration_support
 from rlgear.config.league import LeagueConfig, check_league, check_league_support
@@ -133,6 +138,7 @@ def resolve(
     check_env_adapter(config)
     if algorithm_class is not None:
         check_recurrent_support(config, algorithm_class)
+        check_relational_support(config, algorithm_class)
         check_league_support(config, algorithm_class)
         check_exploration_support(config, algorithm_class)
         algorithm_class.check_config(config)  # what the algorithm needs of the other sections

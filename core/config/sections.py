@@ -119,7 +119,8 @@ class ModelConfig:
     numpy_inference: bool = doc(
         "Act with a numpy copy of the catalog MLP and its conv trunk, or of the LSTM or attention "
         "memory (several times faster for small batches and small images; learning stays in the "
-        "framework). Ignored for custom models.",
+        "framework). Ignored for custom models and model.relational (no numpy twin: it acts in "
+        "the framework).",
         True,
     )
     custom: str | None = doc(
@@ -166,6 +167,28 @@ class ModelConfig:
     )
     attention_mlp_dim: int | None = doc(
         "Hidden units of each block's MLP (model.attention); null: 4 x attention_dim.", None
+    )
+    relational: bool = doc(
+        "Relational module (Zambaldi et al. 2018) as the MLP's encoder: multi-head self-attention over "
+        "entities (the conv trunk's cells plus their coordinates for an image; the rows of a 2-D Box "
+        "[entities, features], all-zero rows being absent), relational_blocks pre-layer-norm "
+        "transformer blocks, then a feature-wise max over the entities into the hidden_sizes MLP "
+        "(docs/models.md). Supported by ppo, pg, a2c, a3c, impala and appo; not together with "
+        "model.lstm, model.attention or model.custom.",
+        False,
+    )
+    relational_dim: int = doc("Width of the entity embeddings (model.relational).", 64)
+    relational_heads: int = doc(
+        "Attention heads per block (model.relational); relational_dim must be a multiple of it.", 2
+    )
+    relational_blocks: int = doc("Attention blocks applied in turn (model.relational).", 2)
+    relational_shared_weights: bool = doc(
+        "One block's weights applied relational_blocks times (as in the paper's shared-weights "
+        "variant); false: separate weights per block (model.relational).",
+        False,
+    )
+    relational_mlp_dim: int | None = doc(
+        "Hidden units of each block's MLP (model.relational); null: 2 x relational_dim.", None
     )
 
     @property

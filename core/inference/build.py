@@ -6,6 +6,7 @@ names) and the policy's config says the details:
 
 * ``lstm/...``: the catalog LSTM actor-critic (``model.lstm``, ``lstm_use_prev_*``);
 * ``attention/...``: the catalog attention memory (``model.attention``);
+* ``relational/...``: refused (``model.relational`` has no numpy twin; it acts in its framework);
 * ``policy/output`` and ``value/output``: the catalog actor-critic MLP (ppo, a2c, a3c, pg,
   impala, appo), ``model.vf_share_layers``;
 * ``policy/output`` and ``critic/output``: mappo's actor, the catalog policy MLP (its centralised
@@ -65,6 +66,11 @@ def build_policy(read: CheckpointPolicy) -> Any:
     names = set(read.weights)
     obs_space, action_space = read.preprocessor.observation_space, read.action_space
     conv = conv_layers(obs_space, model)
+    if "relational/input/kernel" in names:
+        raise ConfigError(
+            f"model.relational: {read.folder}: the relational module has no numpy twin; "
+            "rlgear.inference does not run it (act with rlgear.load, which runs the framework's model)"
+        )
     try:
         if "attention/input/kernel" in names:  # the attention memory, through its numpy twin
             attention = NumpyAttentionActorCritic(action_space, model, None, conv)

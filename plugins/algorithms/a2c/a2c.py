@@ -35,6 +35,7 @@ class A2C(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     recurrent = True
+    relational = True  # the catalog actor-critic, whose encoder it is
     multi_agent = True
 
     @staticmethod

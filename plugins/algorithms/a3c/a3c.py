@@ -37,6 +37,7 @@ class A3C(Trainer):
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     multi_agent = True  # each worker's gradients per policy: {policy id: gradients}
     recurrent = True
+    relational = True  # the catalog actor-critic, whose encoder it is
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

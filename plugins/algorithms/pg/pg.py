@@ -59,6 +59,7 @@ class PG(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     recurrent = True
+    relational = True  # the catalog actor-critic, whose encoder it is
     multi_agent = True
 
     def setup(self, config: RunConfig) -> None:

@@ -70,9 +70,15 @@ class SDEActingTF:
     def sde_setup(self, observation_space: Space, action_space: Space, config: Any) -> None:
         if not isinstance(action_space, Box):
             raise TypeError(f"training.use_sde: gSDE needs Box actions, got {action_space!r}")
-        if config.model.custom or recurrent_model(config.model) or config.model.conv_filters:
+        if (
+            config.model.custom
+            or recurrent_model(config.model)
+            or config.model.conv_filters
+            or config.model.relational
+        ):
             raise TypeError(
-                "training.use_sde: gSDE is built for the catalog MLP (no model.custom, lstm, attention or conv)"
+                "training.use_sde: gSDE is built for the catalog MLP (no model.custom, lstm, attention, "
+                "relational or conv)"
             )
         self.sde_noise = SDENoise(
             int(config.training.sde_sample_freq), None if config.seed is None else config.seed + 5

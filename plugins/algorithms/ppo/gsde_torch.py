@@ -88,9 +88,15 @@ class SDEActing:
         training = config.training
         if not isinstance(action_space, Box):
             raise TypeError(f"training.use_sde: gSDE needs Box actions, got {action_space!r}")
-        if config.model.custom or recurrent_model(config.model) or config.model.conv_filters:
+        if (
+            config.model.custom
+            or recurrent_model(config.model)
+            or config.model.conv_filters
+            or config.model.relational
+        ):
             raise TypeError(
-                "training.use_sde: gSDE is built for the catalog MLP (no model.custom, lstm, attention or conv)"
+                "training.use_sde: gSDE is built for the catalog MLP (no model.custom, lstm, attention, "
+                "relational or conv)"
             )
         self.sde_noise = SDENoise(
             int(training.sde_sample_freq), None if config.seed is None else config.seed + 5

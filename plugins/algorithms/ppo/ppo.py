@@ -28,6 +28,7 @@ class PPO(Trainer):
     }
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
     recurrent = True
+    relational = True  # the catalog actor-critic, whose encoder it is
     multi_agent = True
 
     @staticmethod

@@ -150,13 +150,18 @@ class ConvEncoder(tf.Module):
             self.biases.append(tf.Variable(bias.astype(np.float32), name="bias"))
             self.strides.append(layer.stride)
 
-    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+    def feature_map(self, obs: tf.Tensor) -> tf.Tensor:
+        """The last conv layer's output ``[B, H', W', C']``, before flattening."""
         image = obs if self.vector_size == 0 else obs[:, : self.image_size]
         x = tf.reshape(image, [-1, *self.image_shape])
         if self.scale != 1.0:
             x = x * self.scale
         for kernel, bias, stride in zip(self.kernels, self.biases, self.strides, strict=True):
             x = tf.nn.relu(tf.nn.conv2d(x, kernel, stride, "VALID") + bias)
+        return x
+
+    def __call__(self, obs: tf.Tensor) -> tf.Tensor:
+        x = self.feature_map(obs)
         features = tf.reshape(x, [tf.shape(x)[0], self.conv_dim])
         if self.vector_size == 0:
             return features
@@ -181,7 +186,8 @@ class ActorCriticMLP(tf.Module):
     Framework-neutral weight names: ``policy/hidden_<i>/{kernel,bias}``,
     ``value/hidden_<i>/...`` (or ``shared/hidden_<i>/...``), ``policy/output/...``,
     ``value/output/...`` and ``policy/log_std``; kernels are ``[in, out]``.
-    With an ``encoder`` (images), one conv trunk ``shared/conv_<i>/...`` feeds both.
+    With an ``encoder`` (images), one conv trunk ``shared/conv_<i>/...`` feeds both; the relational
+    module (``model.relational``, :mod:`rlgear.plugins.backends.tf.relational`) sits in the same slot.
     """
 
     def __init__(
@@ -191,7 +197,7 @@ class ActorCriticMLP(tf.Module):
         continuous: bool,
         model_config: Any,
         rng: np.random.Generator,
-        encoder: ConvEncoder | None = None,
+        encoder: Any = None,
     ):
         super().__init__()
         self.encoder = encoder
@@ -260,7 +266,8 @@ def build_model(
     model_config: Any,
     rng: np.random.Generator,
 ) -> Any:
-    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``), or the
+    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``, the
+    relational encoder with ``model.relational``), or the
     user's ``model.custom`` class; ``rng`` draws the initial weights."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
@@ -285,6 +292,17 @@ def build_model(
         return model
     if not model_config.hidden_sizes:
         raise ConfigError("model.hidden_sizes: expected at least one layer size")
+    if getattr(model_config, "relational", False):
+        from rlgear.plugins.backends.tf.relational import RelationalEncoder
+
+        return ActorCriticMLP(
+            0,
+            num_outputs,
+            isinstance(action_space, Box),
+            model_config,
+            rng,
+            RelationalEncoder(observation_space, model_config, rng),
+        )
     encoder = conv_encoder(observation_space, model_config, rng)
     if getattr(model_config, "attention", False):
         from rlgear.plugins.backends.tf.attention import AttentionActorCritic

@@ -63,6 +63,8 @@ class TorchActing:
             return twin(
                 self.action_space, model_config, seed, conv_layers(self.observation_space, model_config)
             )
+        if model_config.relational:  # no numpy twin of the relational encoder: it acts in the framework
+            return None
         if not (model_config.numpy_inference and isinstance(self.model, ActorCriticMLP) and twin_acts):
             return None
         conv = None if self.model.encoder is None else conv_layers(self.observation_space, model_config)

@@ -94,14 +94,19 @@ class ConvEncoder(nn.Module):
                 nn.init.zeros_(conv.bias)
             self.convs.append(conv)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def feature_map(self, obs: torch.Tensor) -> torch.Tensor:
+        """The last conv layer's output ``[B, H', W', C']`` (HWC), before flattening."""
         image = obs if self.vector_size == 0 else obs[:, : self.image_size]
         x = image.reshape(-1, *self.image_shape).permute(0, 3, 1, 2)
         if self.scale != 1.0:
             x = x * self.scale
         for conv in self.convs:
             x = torch.relu(conv(x))
-        features = x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+        return x.permute(0, 2, 3, 1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.feature_map(obs)
+        features = x.reshape(x.shape[0], -1)
         if self.vector_size == 0:
             return features
         return torch.cat([features, obs[:, self.image_size :]], dim=-1)
@@ -142,6 +147,8 @@ class ActorCriticMLP(nn.Module):
     With an ``encoder`` (the conv trunk of image observations) both MLPs read
     its features: one trunk, shared by the policy and the value function, as in
     Mnih et al. 2016 and the PPO Atari setup; its weights are ``shared/conv_<i>/...``.
+    The relational module (``model.relational``) is an encoder in the same slot
+    (:mod:`rlgear.plugins.backends.torch.relational`).
     """
 
     def __init__(
@@ -150,7 +157,7 @@ class ActorCriticMLP(nn.Module):
         num_outputs: int,
         continuous: bool,
         model_config: Any,
-        encoder: ConvEncoder | None = None,
+        encoder: nn.Module | None = None,
     ):
         super().__init__()
         self.encoder = encoder
@@ -216,7 +223,8 @@ def body_weight_names(body: nn.Sequential, attribute: str, prefix: str) -> dict[
 def build_model(
     observation_space: Space, action_space: Space, num_outputs: int, model_config: Any
 ) -> nn.Module:
-    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``), or
+    """The catalog MLP (or LSTM with ``model.lstm``, attention memory with ``model.attention``, the
+    relational encoder with ``model.relational``), or
     the user's ``model.custom`` class."""
     if model_config.custom:
         cls = resolve_object(model_config.custom, "model.custom")
@@ -245,6 +253,16 @@ def build_model(
             action_space,
             model_config,
             conv_encoder(observation_space, model_config),
+        )
+    if getattr(model_config, "relational", False):
+        from rlgear.plugins.backends.torch.relational import RelationalEncoder
+
+        return ActorCriticMLP(
+            0,
+            num_outputs,
+            isinstance(action_space, Box),
+            model_config,
+            RelationalEncoder(observation_space, model_config),
         )
     if getattr(model_config, "lstm", False):
         from rlgear.plugins.backends.torch.recurrent import LSTMActorCritic

@@ -94,6 +94,7 @@ class VTraceTrainer(Trainer):
     action_spaces = frozenset({"discrete", "continuous", "multi_discrete", "composite"})
 
     recurrent = True
+    relational = True  # the catalog actor-critic, whose encoder it is
     multi_agent = True  # per-agent streams padded to the fragment's length; the learner per policy
 
     @staticmethod

@@ -59,6 +59,7 @@ class MAPPO(PPO):
     }
     action_spaces = frozenset({"discrete", "continuous"})
     recurrent = False
+    relational = False  # its centralised critic is a network of its own
     multi_agent = True
     #: a centralised critic sees the agents of one game; a league's players play separate games
     league_play = False
