@@ -105,7 +105,7 @@ def test_capabilities_and_the_plugins_matrix_row():
     assert IQN.capabilities() == {
         "discrete": True, "continuous": False, "multi_discrete": False, "composite": False,
         "backends": ["tf", "torch"], "multi_agent": True, "recurrent": False,
-        "league": True,
+        "league": True, "relational": False,
     }  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "rlgear.cli.main", "plugins"], capture_output=True, text=True, timeout=300

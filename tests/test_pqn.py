@@ -277,4 +277,5 @@ def test_pqn_declares_discrete_actions_on_both_backends():
         "multi_agent": False,
         "recurrent": False,
         "league": False,
+        "relational": False,
     }
