@@ -14,7 +14,7 @@ import pytest
 import rlgear
 from rlgear import config as config_mod
 from rlgear.discovery import registry
-from rlgear.errors import ConfigError, UnsupportedError
+from rlgear.errors import ConfigError
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.sampling.rollout_worker import RolloutWorker
 from rlgear.spaces import Box, Discrete, MultiDiscrete, Tuple
@@ -349,16 +349,48 @@ def test_a_checkpoint_evaluates_identically_on_the_other_backend(tmp_path, train
         assert policies[0].state[1].any()
 
 
-def test_export_refuses_attention_in_one_line(tmp_path):
-    from rlgear.export import export
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_an_export_carries_the_memory_and_acts_as_the_policy_through_an_episode(tmp_path, fmt):
+    """The memory and its mask are the graph's ``state_in.*``/``state_out.*``; fed back for more steps
+    than the memory holds (the window slides) with an episode restarting mid-way in some rows, the
+    graph's logits and values are the framework policy's."""
+    from rlgear.export import check, export
+    from rlgear.export.checking import player
 
     train(tmp_path)
     (run_dir,) = (tmp_path / "runs").iterdir()
-    with pytest.raises(
-        UnsupportedError, match=r"--format onnx: model\.attention: rlgear export does not carry"
-    ):
-        export(run_dir, "onnx", tmp_path / "policy.onnx")
-    assert not (tmp_path / "policy.onnx").exists()
+    result = export(run_dir, fmt, tmp_path / f"policy.{fmt}")
+    sidecar = result.sidecar
+    assert sidecar["recurrent"] is True
+    inputs = {spec["name"]: spec["shape"] for spec in sidecar["inputs"]}
+    assert inputs == {"obs": [None, 4], "state_in.0": [None, WIDTH], "state_in.1": [None, MEMORY]}
+    assert [s["name"] for s in sidecar["outputs"]][-2:] == ["state_out.0", "state_out.1"]
+    report = check(result.path, n=1000)
+    assert report.ok and report.actions_equal == report.observations == 1000, report.problems
+
+    policy = rlgear.load(run_dir, overrides=["model.numpy_inference=false"]).policy
+    play = player(result.path, sidecar)
+    rng = np.random.default_rng(5)
+    n = 6
+    state = policy.get_initial_state(n)
+    feeds_state = [np.zeros_like(s) for s in state]
+    for step in range(3 * MEMORY):
+        obs = rng.normal(size=(n, 4)).astype(np.float32)
+        restart = np.zeros(n, bool) if step == 0 else (np.arange(n) == step % n)
+        step_type = np.where(restart | (step == 0), StepType.FIRST, StepType.MID).astype(np.int32)
+        feeds_state = [np.where(restart[:, None], 0.0, s).astype(np.float32) for s in feeds_state]
+        state = [np.where(restart[:, None], 0.0, np.asarray(s)).astype(np.float32) for s in state]
+        timestep = TimeStep(
+            step_type=step_type, reward=np.zeros(n, np.float32), discount=np.ones(n, np.float32),
+            observation=obs, prev_action=np.zeros(n, np.int64), env_id=np.arange(n, dtype=np.int32),
+        )  # fmt: skip
+        dist_inputs, values, state = policy.recurrent_step(timestep, state)
+        outputs = play({"obs": obs, "state_in.0": feeds_state[0], "state_in.1": feeds_state[1]})
+        np.testing.assert_allclose(outputs["logits"], np.asarray(dist_inputs), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(outputs["value"], np.asarray(values), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(outputs["state_out.1"], np.asarray(state[1]), atol=0)
+        feeds_state = [outputs["state_out.0"], outputs["state_out.1"]]
+    assert feeds_state[1].all(axis=1).sum() >= 1  # some rows ran a full memory
 
 
 def test_the_plugins_matrix_says_which_algorithms_take_attention(monkeypatch, capsys):

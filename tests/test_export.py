@@ -56,6 +56,16 @@ KINDS = {
         "algorithm": "ppo", "env": "Pendulum-v1", "training": TINY_PPO,
         "model": {"lstm": True, "lstm_cell_size": 8, "max_seq_len": 4, "lstm_use_prev_action": True},
     },
+    "ppo-attention": {  # 3 memory slots: the checker's 8 steps slide the window
+        "algorithm": "ppo", "env": "CartPole-v1", "training": TINY_PPO,
+        "model": {"attention": True, "attention_dim": 8, "attention_heads": 2, "attention_layers": 2,
+                  "attention_memory": 3, "max_seq_len": 4},
+    },
+    "ppo-attention-box": {
+        "algorithm": "ppo", "env": "Pendulum-v1", "training": TINY_PPO,
+        "model": {"attention": True, "attention_dim": 8, "attention_heads": 2, "attention_layers": 1,
+                  "attention_memory": 2, "max_seq_len": 4, "observation_filter": "mean_std"},
+    },
     "ppo-conv": {
         "algorithm": "ppo", "env": "tests.image_env:QuadrantEnv", "training": TINY_PPO,
         "model": {"conv_filters": FILTERS, "hidden_sizes": [16], "activation": "relu"},

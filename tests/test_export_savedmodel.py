@@ -23,6 +23,9 @@ ONPOLICY = {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1}
 REPLAY = {"learning_starts": 32, "train_batch_size": 16}
 EVOLUTION = {"num_perturbations": 2, "report_episodes": 1}
 LSTM = {"hidden_sizes": [16], "lstm": True, "lstm_cell_size": 8}
+#: 3 memory slots: the checker's 8 steps slide the window (each block remembers its last 3 inputs)
+ATTENTION = {"hidden_sizes": [16], "attention": True, "attention_dim": 8, "attention_heads": 2,
+             "attention_layers": 2, "attention_memory": 3, "max_seq_len": 4}  # fmt: skip
 
 #: name -> (algorithm, env, training, model, stop)
 KINDS = {
@@ -60,6 +63,8 @@ KINDS = {
         None,
     ),
     "lstm_box": ("ppo", "Pendulum-v1", ONPOLICY, {**LSTM, "lstm_use_prev_action": True}, None),
+    "attention": ("ppo", "CartPole-v1", ONPOLICY, ATTENTION, None),
+    "attention_box": ("ppo", "Pendulum-v1", ONPOLICY, ATTENTION, None),
     "masked": ("ppo", "tests.spaces_envs:MaskedChoiceEnv", ONPOLICY, {"hidden_sizes": [16]}, None),
     "tuple_obs": ("ppo", "tests.spaces_envs:TupleObsEnv", ONPOLICY, {"hidden_sizes": [16]}, None),
     "multidiscrete": ("ppo", "tests.spaces_envs:JointTargetEnv", ONPOLICY, {"hidden_sizes": [16]}, None),
@@ -95,6 +100,7 @@ SLOW = {
     "appo",
     "conv_image",
     "lstm_box",
+    "attention_box",
     "dict_action",
     "multidiscrete",
     "dqn",

@@ -42,14 +42,6 @@ LAYER_NORM_EPSILON = 1e-5
 GATE_BIAS_INIT = 2.0
 
 
-#: Why ``rlgear export`` refuses ``model.attention`` (both backends raise it).
-EXPORT_REFUSAL = (
-    "model.attention: rlgear export does not carry the attention memory as graph inputs and outputs "
-    "yet (the LSTM's h and c are); act with a checkpoint through rlgear.load, or without a framework "
-    "through rlgear.inference.load, or export a model.lstm policy"
-)
-
-
 def check_action_space(action_space: Space) -> None:
     """The attention models have one Categorical or Gaussian head, as the LSTM's: MultiDiscrete and
     Tuple/Dict actions are refused by name rather than given a head of the wrong width."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlgear.backend import backend_class_for
-from rlgear.errors import RLGearError, UnsupportedError
+from rlgear.errors import RLGearError
 from rlgear.export import sidecar as sidecar_mod
 from rlgear.export.signature import FORMAT_BACKENDS, observation_plan
 from rlgear.numpy_policy import NumpyMLPPolicy
@@ -81,10 +81,6 @@ def write_policy(loaded: Any, fmt: str, path: Path, explore: bool) -> dict[str, 
     import rlgear
 
     policy = loaded.policy
-    if getattr(loaded.config.model, "attention", False):
-        from rlgear.blocks.attention_memory import EXPORT_REFUSAL
-
-        raise UnsupportedError(f"--format {fmt}: {EXPORT_REFUSAL}")
     backend_cls = backend_class_for(type(policy), loaded.config.backend)
     if isinstance(policy, NumpyMLPPolicy):
         # ES/ARS's numpy MLP: the format's framework rebuilds it from the weights

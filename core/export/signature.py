@@ -14,9 +14,10 @@ Inputs are the env's observation as the env gives it:
   ``obs.<key>.<key>``; Tuple parts by index, ``obs.0``), including ``obs.action_mask`` when the
   env gives an action mask that way (1 = allowed);
 * ``MultiBinary`` leaves are float32 0/1, ``MultiDiscrete`` leaves int64 ``[B, k]``;
-* a recurrent policy adds ``state_in.0`` and ``state_in.1`` (float32 ``[B, cell]``: the LSTM's
-  ``h`` and ``c``, zeros at an episode's start), ``prev_action`` (the action it returned last,
-  zeros at a start) and ``prev_reward`` (float32 ``[B]``).
+* a recurrent policy adds its state (:class:`RecurrentSignature`): ``state_in.0`` and
+  ``state_in.1``, zeros at an episode's start (the LSTM's ``h`` and ``c`` ``[B, cell]``, or the
+  attention memory and its mask); an LSTM policy also ``prev_action`` (the action it returned
+  last, zeros at a start) and ``prev_reward`` (float32 ``[B]``).
 """
 
 from __future__ import annotations
@@ -191,26 +192,63 @@ def _action_spec(name: str, space: Space) -> TensorSpec:
     return TensorSpec(name, "float32", (None, *space.shape), doc)
 
 
-def recurrent_input_specs(action_space: Space, cell_size: int) -> list[TensorSpec]:
-    """The extra inputs of a recurrent (LSTM) policy, after the observation's."""
+@dataclasses.dataclass(frozen=True)
+class RecurrentSignature:
+    """The state a recurrent policy's graph takes and gives back, after the observation's inputs and
+    the action outputs: ``kind`` is ``lstm`` (``h``, ``c``, the previous action and reward) or
+    ``attention`` (the memory and its mask, nothing else: the GTrXL model reads neither the previous
+    action nor the reward). A player feeds ``state_out.<k>`` back as ``state_in.<k>``."""
+
+    kind: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
+
+def lstm_signature(action_space: Space, cell_size: int) -> RecurrentSignature:
+    """``model.lstm``: ``h`` and ``c`` ``[B, cell]``, the previous action and the previous reward."""
     if isinstance(action_space, Discrete):
         prev = TensorSpec("prev_action", "int64", (None,), "the action returned last (0 at a start)")
     else:
         prev = TensorSpec("prev_action", "float32", (None, *action_space.shape), "the action returned last")
-    return [
+    inputs = [
         TensorSpec("state_in.0", "float32", (None, cell_size), "LSTM h (zeros at an episode's start)"),
         TensorSpec("state_in.1", "float32", (None, cell_size), "LSTM c (zeros at an episode's start)"),
         prev,
         TensorSpec("prev_reward", "float32", (None,), "the reward of the previous step (0 at a start)"),
     ]
-
-
-def recurrent_output_specs(cell_size: int) -> list[TensorSpec]:
-    """The state a recurrent policy gives back: feed it as ``state_in.*`` on the next step."""
-    return [
+    outputs = [
         TensorSpec("state_out.0", "float32", (None, cell_size), "LSTM h after this step"),
         TensorSpec("state_out.1", "float32", (None, cell_size), "LSTM c after this step"),
     ]
+    return RecurrentSignature("lstm", inputs, outputs)
+
+
+def attention_signature(memory_width: int, slots: int) -> RecurrentSignature:
+    """``model.attention``: the memory ``[B, layers * M * dim]`` (each block's inputs at the last
+    ``M`` steps, oldest first) and its mask ``[B, M]`` (1 where a slot holds a step of this
+    episode); zeros for both are an empty memory, what an episode starts from."""
+    memory_doc = "each block's inputs at the last M steps, oldest first"
+    mask_doc = "1 where a memory slot holds a step of this episode"
+    inputs = [
+        TensorSpec("state_in.0", "float32", (None, memory_width), f"attention memory: {memory_doc} (zeros at a start)"),
+        TensorSpec("state_in.1", "float32", (None, slots), f"memory mask: {mask_doc} (zeros at a start)"),
+    ]  # fmt: skip
+    outputs = [
+        TensorSpec("state_out.0", "float32", (None, memory_width), "the attention memory after this step"),
+        TensorSpec("state_out.1", "float32", (None, slots), "the memory mask after this step"),
+    ]
+    return RecurrentSignature("attention", inputs, outputs)
+
+
+def recurrent_signature(model_config: Any, action_space: Space) -> RecurrentSignature | None:
+    """The state inputs and outputs of a catalog actor-critic with ``model_config`` (None: it has none)."""
+    if getattr(model_config, "attention", False):
+        from rlgear.blocks.attention_memory import state_sizes
+
+        return attention_signature(*state_sizes(model_config))
+    if getattr(model_config, "lstm", False):
+        return lstm_signature(action_space, int(model_config.lstm_cell_size))
+    return None
 
 
 def explore_refused(what: str) -> RLGearError:

@@ -37,7 +37,7 @@ class LocalPolicy:
         ort = import_onnxruntime()
         if sidecar.get("recurrent"):
             raise RLGearError(
-                "the server's policy is recurrent (model.lstm); Client(inference='client') runs "
+                "the server's policy is recurrent (model.lstm or model.attention); Client(inference='client') runs "
                 "feed-forward policies only: use inference='server'"
             )
         options = ort.SessionOptions()

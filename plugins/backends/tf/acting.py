@@ -19,7 +19,7 @@ from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
-from rlgear.errors import UnsupportedError
+from rlgear.export.signature import recurrent_signature
 from rlgear.plugins.backends.tf.distributions import action_noise_width
 from rlgear.plugins.backends.tf.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.tf.models import ActorCriticMLP
@@ -266,11 +266,9 @@ class TFActing:
     def export_head(self, explore: bool) -> ExportHead:
         """The acting part of an exported graph (``rlgear export``): the model and its distribution
         (the export copies it, so the live model is untouched)."""
-        if self.config.model.attention:
-            raise UnsupportedError(attention_memory.EXPORT_REFUSAL)
-        cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
+        recurrent = recurrent_signature(self.config.model, self.action_space) if self.recurrent else None
         return ActorCriticHead(
-            self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell
+            self.model, self.dist_class, self.action_space, self.num_outputs, explore, recurrent
         )
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:

@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from rlgear.export.signature import (
+    RecurrentSignature,
     TensorSpec,
     action_output_specs,
-    recurrent_input_specs,
-    recurrent_output_specs,
 )
 from rlgear.plugins.backends.tf.runtime import tf
 from rlgear.spaces import Box, Dict, Discrete, MultiDiscrete, Space, Tuple, action_parts
@@ -124,13 +123,14 @@ def distribution_output_specs(action_space: Space, num_inputs: int) -> list[Tens
 
 
 class ActorCriticHead(ExportHead):
-    """A model ``(flat) -> (dist_inputs, values)`` (or the LSTM's with its state) and its distribution:
+    """A model ``(flat) -> (dist_inputs, values)`` (or a recurrent one's with its state: ``recurrent``
+    says which inputs and outputs carry it) and its distribution:
     the action (greedy, or sampled with ``explore``), the distribution's inputs, the value and the
     action's log-probability."""
 
     def __init__(
         self, model: Any, dist_class: Any, action_space: Space, num_inputs: int, explore: bool,
-        recurrent: bool = False, cell_size: int = 0,
+        recurrent: RecurrentSignature | None = None,
     ):  # fmt: skip
         super().__init__()
         self.model = model
@@ -139,21 +139,24 @@ class ActorCriticHead(ExportHead):
         self.explore = explore
         self.recurrent = recurrent
         self.actions = ActionOutputs(action_space)
-        self.extra_inputs = recurrent_input_specs(action_space, cell_size) if recurrent else []
+        self.extra_inputs = list(recurrent.inputs) if recurrent else []
         self.outputs = [
             *action_output_specs(action_space),
             *distribution_output_specs(action_space, num_inputs),
             TensorSpec("value", "float32", (None,), "the value function's estimate"),
             TensorSpec("action_logp", "float32", (None,), "log-probability of the action (before clipping)"),
-            *(recurrent_output_specs(cell_size) if recurrent else []),
+            *(recurrent.outputs if recurrent else []),
         ]
 
     def __call__(self, flat: tf.Tensor, mask: tf.Tensor | None, extras: list[tf.Tensor]) -> list[tf.Tensor]:
         state_out: list[tf.Tensor] = []
-        if self.recurrent:
-            h, c, prev_action, prev_reward = extras
-            # seq_len 1 without resets: the model's step loop (the fused BlockLSTM is for sequences)
-            dist_inputs, values, state_out = self.model(flat, [h, c], prev_action, prev_reward, 1)
+        if self.recurrent is not None:
+            if self.recurrent.kind == "attention":  # the memory and its mask; zeros are an empty memory
+                dist_inputs, values, state_out = self.model(flat, list(extras), None, None, 1)
+            else:
+                h, c, prev_action, prev_reward = extras
+                # seq_len 1 without resets: the model's step loop (the fused BlockLSTM is for sequences)
+                dist_inputs, values, state_out = self.model(flat, [h, c], prev_action, prev_reward, 1)
         else:
             dist_inputs, values = self.model(flat)
         dist = self.dist_class(dist_inputs, mask)

@@ -26,7 +26,7 @@ from rlgear.blocks.attention_inference import NumpyAttentionActorCritic
 from rlgear.blocks.inference import POLICY_HEAD, NumpyActorCritic, fill_action_logp
 from rlgear.blocks.lstm_inference import NumpyLSTMActorCritic
 from rlgear.config.conv import conv_layers
-from rlgear.errors import UnsupportedError
+from rlgear.export.signature import recurrent_signature
 from rlgear.plugins.backends.torch.export_heads import ActorCriticHead, ExportHead
 from rlgear.plugins.backends.torch.models import ActorCriticMLP
 from rlgear.policy import flatten_observations
@@ -161,11 +161,9 @@ class TorchActing:
 
     def export_head(self, explore: bool) -> ExportHead:
         """The acting part of an exported graph (``rlgear export``): the model and its distribution."""
-        if self.config.model.attention:
-            raise UnsupportedError(attention_memory.EXPORT_REFUSAL)
-        cell = int(self.config.model.lstm_cell_size) if self.recurrent else 0
+        recurrent = recurrent_signature(self.config.model, self.action_space) if self.recurrent else None
         return ActorCriticHead(
-            self.model, self.dist_class, self.action_space, self.num_outputs, explore, self.recurrent, cell
+            self.model, self.dist_class, self.action_space, self.num_outputs, explore, recurrent
         )
 
     def action_distribution_inputs(self, observations: np.ndarray) -> np.ndarray:
