@@ -23,8 +23,10 @@ Every finished run is appended to ``bench/results/atari/runs.jsonl`` at once and
 script runs again (resumable), keyed by a digest of its settings (the rlgear config file, the
 SB3 entry), as ``bench/suite.py`` does.
 
-Not here yet: CleanRL's ``ppo_atari.py`` as a third column (its recipe is a script, not a
-library: it would have to be vendored and run under the same protocol).
+The third column, ``cleanrl``, is CleanRL's ``ppo_atari.py`` recipe (its settings, the Nature CNN,
+clipped value loss, per-minibatch advantage normalization) as a plain PyTorch loop written for this
+benchmark (``bench/_cleanrl_recipe.py``: CleanRL is a set of scripts, not a library), on the same
+preset envs, one torch thread, the learning rate annealed over the zoo's 10M steps as SB3's is.
 
 Usage:
   python bench/atari.py --quick                  # smoke run: 1 seed, 2048 agent steps per run
@@ -52,7 +54,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 RESULTS = HERE / "results" / "atari"
-LIBS = ("rlgear", "sb3")
+LIBS = ("rlgear", "sb3", "cleanrl")
 FRAMES_PER_STEP = 4
 BUDGET = 500_000  # agent steps = 2M frames
 QUICK_BUDGET = 2048
@@ -78,6 +80,10 @@ def settings_digest(task: str, lib: str) -> str:
         text = (ROOT / "configs" / TASKS[task][1]).read_text()
     elif lib == "sb3":
         text = json.dumps(SB3_ZOO, sort_keys=True)
+    elif lib == "cleanrl":
+        from _cleanrl_recipe import RECIPE
+
+        text = json.dumps(RECIPE, sort_keys=True)
     else:
         text = TASKS[task][0]
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -182,6 +188,29 @@ def child_sb3(task: str, seed: int, budget: int, t0: float) -> dict[str, Any]:
     return {"env_steps": int(model.num_timesteps), "curve": curve}
 
 
+def child_cleanrl(task: str, seed: int, budget: int, t0: float) -> dict[str, Any]:
+    """CleanRL's ppo_atari recipe, a plain PyTorch loop (bench/_cleanrl_recipe.py) on the same envs."""
+    import torch
+    from _cleanrl_recipe import train
+
+    torch.set_num_threads(1)
+    env_id = TASKS[task][0]
+    curve: list[dict[str, Any]] = []
+
+    def on_update(point: dict[str, Any]) -> None:
+        curve.append(
+            {
+                "frames": point["env_steps"] * FRAMES_PER_STEP,
+                "wall_s": point["time"] - t0,
+                "return_mean": point["return_mean"],
+                "episodes": point["episodes"],
+            }
+        )
+
+    steps = train(lambda: _preset_env(env_id), budget, seed, on_update)
+    return {"env_steps": steps, "curve": curve}
+
+
 def child_floor(task: str, seed: int, steps: int, t0: float) -> dict[str, Any]:
     """Raw ALE stepping: one preset env, random actions, no learning (frames/s)."""
     env = _preset_env(TASKS[task][0])
@@ -205,7 +234,9 @@ def child_main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--budget", type=int, required=True)
     args = parser.parse_args(argv)
-    runner = {"rlgear": child_rlgear, "sb3": child_sb3, "ale": child_floor}[args.lib]
+    runner = {"rlgear": child_rlgear, "sb3": child_sb3, "cleanrl": child_cleanrl, "ale": child_floor}[
+        args.lib
+    ]
     result = runner(args.task, args.seed, args.budget, t0)
     if args.lib != "ale":
         result["wall_s"] = time.perf_counter() - t0
@@ -291,6 +322,8 @@ def report(path: Path, plots: Path | None) -> str:
                 verdict = returns + (
                     ", throughput ok" if fps >= 1.5 * s_fps else ", **throughput below 1.5x SB3**"
                 )
+                if "cleanrl" in stats:  # no target against the plain loop: the ratio says what rlgear costs
+                    verdict += f"; {fps / stats['cleanrl'][4]:.2f}x CleanRL's frames/s"
             share = f"{fps / floor[0]:.2f}" if floor else "-"
             lines.append(
                 f"| {task} | {runs[0]['budget'] * FRAMES_PER_STEP / 1e6:.3g}M | {lib} | {len(runs)} | "
@@ -301,6 +334,9 @@ def report(path: Path, plots: Path | None) -> str:
         if plots is not None and stats:
             plot(task, {lib: s[0] for lib, s in stats.items()}, plots / f"atari-{task}.png")
     return "\n".join(lines)
+
+
+COLORS = {"rlgear": "tab:blue", "sb3": "tab:orange", "cleanrl": "tab:green"}
 
 
 def plot(task: str, runs_of: dict[str, list[dict[str, Any]]], out: Path) -> None:
@@ -315,7 +351,7 @@ def plot(task: str, runs_of: dict[str, list[dict[str, Any]]], out: Path) -> None
             points = [(p["frames"], p["return_mean"]) for p in r["curve"] if p["return_mean"] is not None]
             if points:
                 xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, color="tab:blue" if lib == "rlgear" else "tab:orange", alpha=0.8,
+                ax.plot(xs, ys, color=COLORS.get(lib, "tab:gray"), alpha=0.8,
                         label=lib if i == 0 else None)  # fmt: skip
     ax.set_title(f"{task}: mean of the last 100 training episodes")
     ax.set_xlabel("frames")
