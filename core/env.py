@@ -166,6 +166,11 @@ class MultiAgentTimeStep:
     active: dict[str, np.ndarray]
     episode_end: np.ndarray  # bool [num_envs]
     state: np.ndarray | None = None
+    #: bool ``[num_envs]``: the slots whose env stepped in this call, for an env that steps only some
+    #: of its slots per call (an asynchronous pool: :attr:`MultiAgentVectorEnv.steps_per_call`); a
+    #: slot that did not step has no active agent, and its episode's reset comes when it next steps.
+    #: None (the default): every slot stepped.
+    stepped: np.ndarray | None = None
 
     @property
     def num_envs(self) -> int:
@@ -193,6 +198,13 @@ class MultiAgentVectorEnv(ABC):
     #: them (:class:`rlgear.league.env.LeagueEnv`: the opponent's turn is played inside the env);
     #: False (the default): every slot has an agent acting at its reset, which the contract check holds.
     idle_slots: bool = False
+    #: How many slots step per :meth:`step` call: ``num_envs`` (None) except for an asynchronous pool,
+    #: which steps the ``steps_per_call`` envs that came back first (:attr:`MultiAgentTimeStep.stepped`).
+    steps_per_call: int | None = None
+    #: True for a single-agent env presented as a one-agent MultiAgentVectorEnv only so that it can
+    #: step some slots per call: the run is single-agent (one policy, its spaces in
+    #: ``observation_space`` and ``action_space``, single-agent metrics and checkpoints).
+    one_agent: bool = False
 
     @abstractmethod
     def reset(self, seed: int | None = None) -> MultiAgentTimeStep:

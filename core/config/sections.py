@@ -453,13 +453,14 @@ class RunConfig:
         ``setup``) that checks its own keys: ``raise config.fail("env.kwargs.size", "expected > 0")``."""
         return _failer(self.source, self.origins)(path, message)
 
-    def rollout_fragment_length(self) -> int:
-        """Env steps per env per sample() call, resolving 'auto' from the batch size."""
+    def rollout_fragment_length(self, envs_per_step: int | None = None) -> int:
+        """Env steps per env per sample() call, resolving 'auto' from the batch size; ``envs_per_step``:
+        the envs a worker steps at once when fewer than its ``num_envs_per_worker`` (an async pool)."""
         w = self.workers
         if w.rollout_fragment_length != "auto":
             return int(w.rollout_fragment_length)
         batch_size = getattr(self.training, "train_batch_size", None)
         if batch_size is None:  # an algorithm that samples no fragments by batch size (es, ars)
             return AUTO_FRAGMENT_LENGTH
-        envs = w.num_envs_per_worker * max(1, w.num_workers)
+        envs = (envs_per_step or w.num_envs_per_worker) * max(1, w.num_workers)
         return max(1, -(-int(batch_size) // envs))

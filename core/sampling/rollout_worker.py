@@ -161,7 +161,8 @@ class RolloutWorker:
                 self.env.close()
                 raise
         self.num_envs = self.env.num_envs
-        self.multi_agent = isinstance(self.env, MultiAgentVectorEnv)
+        #: Several agents (an async pool is a one-agent MultiAgentVectorEnv only to step some slots per call)
+        self.multi_agent = isinstance(self.env, MultiAgentVectorEnv) and not self.env.one_agent
         try:
             self._build_collectors(config, policy_class, check_spaces, postprocess_fn, policy_factory)
         except BaseException:
@@ -175,8 +176,12 @@ class RolloutWorker:
                 raise
         self.fragment_length = config.rollout_fragment_length()
         self.complete_episodes = config.workers.batch_mode == "complete_episodes"
+        #: Env slots stepped per env step: all, or an async pool's ``steps_per_call``.
+        self.steps_per_call = getattr(self.env, "steps_per_call", None) or self.num_envs
+        if self.steps_per_call < self.num_envs and config.workers.rollout_fragment_length == "auto":
+            self.fragment_length = config.rollout_fragment_length(self.steps_per_call)
         #: Nominal env steps per ``sample()`` call (``complete_episodes`` may take more).
-        self.steps_per_sample = self.fragment_length * self.num_envs
+        self.steps_per_sample = self.fragment_length * self.steps_per_call
         self._finished: list[dict[str, Any]] = []
         self._env_steps = 0
         #: Episodes discarded because their env's rows became invalid (an external client dropped).
@@ -276,9 +281,8 @@ class RolloutWorker:
             )
             self.collectors = {ids[0]: collector}
             self._collector = collector
-            self._sampler = Sampler(
-                self, OneAgentEnv(self.env), self.collectors, {ids[0]: [OneAgentEnv.AGENT]}, postprocess_fn
-            )
+            env = self.env if isinstance(self.env, MultiAgentVectorEnv) else OneAgentEnv(self.env)
+            self._sampler = Sampler(self, env, self.collectors, {ids[0]: [OneAgentEnv.AGENT]}, postprocess_fn)
             return
         algorithm = getattr(check_spaces, "__self__", None)  # Trainer.check_spaces is a classmethod
         if algorithm is not None and not getattr(algorithm, "multi_agent", False):
@@ -451,7 +455,7 @@ class RolloutWorker:
         sampler = self._sampler
         env_steps_before, agent_steps_before = self._env_steps, sampler.agent_steps
         if self.complete_episodes:  # whole agent episodes, as many agent steps as a fragment's env steps
-            batches = dict(sampler.sample_episodes(self.fragment_length * self.num_envs))
+            batches = dict(sampler.sample_episodes(self.fragment_length * self.steps_per_call))
         else:
             self._sample_fragment()
             batches = sampler.cut(self._window)

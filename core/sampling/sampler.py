@@ -95,8 +95,7 @@ class Sampler:
         self._episode_ids = np.zeros(n, dtype=np.int64)
         self._episode_return = np.zeros(n, dtype=np.float64)
         self._policy_return = {pid: np.zeros(n, dtype=np.float64) for pid in self.streams}
-        #: per policy and env slot: whether the policy's agents act in the slot's running episode (a
-        #: league player plays only its own slots: the others' episodes are not its returns)
+        #: per policy and slot: whether its agents act in the slot's episode (a league player's own slots)
         self._policy_part = {pid: np.zeros(n, dtype=bool) for pid in self.streams}
         self._episode_length = np.zeros(n, dtype=np.int64)
         self._all_mid = np.full(n, _MID, dtype=np.int32).tobytes()  # TimeStep.step_type is int32
@@ -165,11 +164,11 @@ class Sampler:
                     if self._running.pop(i, _NOT_RUNNING) is not _NOT_RUNNING:
                         ev.episodes_aborted += 1  # its client dropped: never reported, rows dropped
             starting = ts.step_type == _FIRST  # an external env's slot may start with no end before
-        else:
-            starting = self._starting
+        else:  # an async pool's slot (MultiAgentTimeStep.stepped) starts when it next steps after its end
+            starting = self._starting if mts.stepped is None else self._starting & mts.stepped
         if np.count_nonzero(starting):
             self._start_episodes(starting)
-        moved = ~starting
+        moved = ~starting if mts.stepped is None else ~starting & mts.stepped
         if valid is not None:  # rows carrying no env step (TimeStep.valid)
             moved &= valid
         if self.single_agent:
@@ -191,7 +190,8 @@ class Sampler:
         if np.count_nonzero(end):
             self._end_episodes(mts, end)
         if not self.single_agent:
-            self._starting = np.array(end, dtype=bool)
+            unseen = False if mts.stepped is None else self._starting & ~mts.stepped
+            self._starting = np.array(end, dtype=bool) | unseen
 
     def _start_episodes(self, starting: np.ndarray) -> None:
         ev = self.evaluator
@@ -256,7 +256,7 @@ class Sampler:
                     episode.last_info = self._last_info(mts, i)
                     hooks_mod.call(ev.hooks, "on_episode_end", worker=ev, episode=episode)
                 summary = episode.summary()
-            if not self.single_agent:
+            if not (self.single_agent or self.env.one_agent):  # one policy: its returns are the env's
                 summary["policy_returns"] = {
                     pid: float(r[i]) for pid, r in self._policy_return.items() if self._policy_part[pid][i]
                 }

@@ -27,11 +27,12 @@ from gymnasium.vector.utils import batch_space
 from rlgear.env import EnvAdapter, VectorEnv
 from rlgear.errors import ConfigError, did_you_mean
 
-from . import atari, gymnasium_wrappers
+from . import atari, envpool_async, gymnasium_wrappers
 from .gymnasium_env import GymnasiumAdapter
 
-#: envpool's config keys that the adapter sets itself (from ``num_envs``, the reset seed, ``horizon``).
-RESERVED_KEYS = ("num_envs", "batch_size", "seed", "max_episode_steps")
+#: envpool's config keys that the adapter sets itself (from ``num_envs``, the reset seed, ``horizon``);
+#: ``batch_size`` is the user's (envpool's async mode: :mod:`.envpool_async`).
+RESERVED_KEYS = ("num_envs", "seed", "max_episode_steps")
 
 
 def import_envpool() -> Any:
@@ -91,10 +92,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
             self.action_space = batch_space(self.single_action_space, num_envs)
 
     def _build(self, seed: int) -> Any:
-        envpool = import_envpool()
-        with warnings.catch_warnings():  # "Box bound precision lowered by casting to float32"
-            warnings.simplefilter("ignore")
-            return envpool.make_gymnasium(self.name, num_envs=self.num_envs, seed=seed, **self._kwargs)
+        return _build(self.name, self.num_envs, seed, self._kwargs)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         if seed is not None:  # a seeded reset starts the same episodes again, as gymnasium's do
@@ -116,6 +114,13 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self.pool.close()
+
+
+def _build(name: str, num_envs: int, seed: int, kwargs: dict[str, Any]) -> Any:
+    envpool = import_envpool()
+    with warnings.catch_warnings():  # "Box bound precision lowered by casting to float32"
+        warnings.simplefilter("ignore")
+        return envpool.make_gymnasium(name, num_envs=num_envs, seed=seed, **kwargs)
 
 
 def _checked_kwargs(envpool: Any, name: str, kwargs: dict[str, Any], horizon: int | None) -> dict[str, Any]:
@@ -151,6 +156,18 @@ class EnvPoolAdapter(EnvAdapter):
     def check_config(cls, config: Any) -> None:
         super().check_config(config)
         gymnasium_wrappers.check(config)
+        batch = envpool_async.check_batch_size(
+            config.env.kwargs.get("batch_size"), config.workers.num_envs_per_worker
+        )
+        if batch is not None:
+            for key, value in (("env.wrappers_vector", config.env.wrappers_vector),
+                               ("offline.output", config.offline.output)):  # fmt: skip
+                if value:
+                    raise ConfigError(
+                        f"{key}: not with envpool's async mode (env.kwargs.batch_size {batch} < "
+                        f"{config.workers.num_envs_per_worker} envs): its envs step out of lockstep; "
+                        "leave env.kwargs.batch_size unset for the sync pool"
+                    )
 
     def make(
         self,
@@ -184,8 +201,18 @@ class EnvPoolAdapter(EnvAdapter):
                 f"env.name: envpool has no env '{name}'{did_you_mean(name, known)} "
                 "(envpool.list_all_envs() lists them, e.g. CartPole-v1, Pendulum-v1, Pong-v5)"
             )
+        kwargs = dict(kwargs)
+        batch = envpool_async.check_batch_size(kwargs.pop("batch_size", None), num_envs)
+        checked = _checked_kwargs(envpool, name, kwargs, horizon)
         try:
-            vec = EnvPoolVectorEnv(name, num_envs, _checked_kwargs(envpool, name, dict(kwargs), horizon))
+            if batch is not None:  # async: the policy acts on the batch that came back while the rest step
+                return envpool_async.EnvPoolAsyncEnv(
+                    name,
+                    num_envs,
+                    batch,
+                    lambda seed: _build(name, num_envs, seed, {**checked, "batch_size": batch}),
+                )
+            vec = EnvPoolVectorEnv(name, num_envs, checked)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ConfigError(f"env.kwargs: envpool's {name} refused them: {err}") from err
         return GymnasiumAdapter._finish(vec, name, wrappers_vector)
