@@ -196,6 +196,7 @@ def test_the_league_env_keeps_the_multi_agent_contract_and_records_every_game():
     assert counts["episodes"] > 50
     # every finished game reached the league, and before any snapshot every game is against main_0
     assert sum(sum(league.since_snapshot[p]) for p in league.players) == counts["episodes"]
+    assert env.outcomes == []  # recorded in the league, not also kept: nobody pops a training env's
     assert set(made) == {"main_0"}
     # each player acts only in its own slots (two per player)
     ts = env.reset(seed=1)
@@ -216,6 +217,7 @@ def test_seats_alternate_between_games_and_the_opponent_moves_inside_the_env():
         league,
         lambda o: RandomOpponent(inner.observation_spaces[seat], inner.action_spaces[seat], "tictactoe", 2),
         seed=3,
+        report_outcomes=True,  # as a remote worker's: kept for pop_outcomes
     )
     ts = env.reset(seed=0)
     seats_seen = set()
@@ -266,7 +268,6 @@ def _raw(**extra) -> dict:
     ("extra", "key", "message"),
     [
         ({"multiagent": {"policies": {"a": {}}}}, "multiagent", "remove the multiagent section"),
-        ({"workers": {"num_workers": 2}}, "workers.num_workers", "expected 0, got 2"),
         ({"learners": {"num_learners": 1}}, "learners.num_learners", "expected 0, got 1"),
         ({"model": {"observation_filter": "mean_std"}}, "model.observation_filter", "expected none"),
         ({"league": {"main_agents": 0}}, "league.main_agents", "at least 1"),

@@ -126,12 +126,6 @@ def check_league(config: Any, fail: Callable[[str, str], ConfigError]) -> None:
             "a league names its own policies (one per learning player: "
             f"{', '.join(league.player_ids())}); remove the multiagent section",
         )
-    if config.workers.num_workers > 0:
-        raise fail(
-            "workers.num_workers",
-            "league self-play samples in the driver's rollout worker (the league's snapshots and game "
-            f"results live there); expected 0, got {config.workers.num_workers}",
-        )
     if config.learners.num_learners > 0:
         raise fail(
             "learners.num_learners",

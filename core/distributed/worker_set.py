@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rlgear.league import remote as league_remote
 from rlgear.sampling.rollout_worker import (
     OBS_FILTER_DELTA,
     PostprocessFn,
@@ -89,6 +90,8 @@ class WorkerSet:
         self._pending: dict[int, _PendingStart] = {}
         self._delivered_steps: dict[int, int] = {}
         self._pending_metrics: dict[int, tuple[Any, Any]] = {}
+        #: per remote worker, the league snapshots it reported holding (:mod:`rlgear.league.remote`)
+        self.league_known: dict[int, set[str]] = {}
         self.last_weights_ref: Any = None
         if config.workers.num_workers > 0:
             try:
@@ -315,6 +318,24 @@ class WorkerSet:
                 self.replace_worker(worker_id, handle, err)
         return out
 
+    def apply_each(self, fn: Callable[..., Any], args_by_id: dict[int, tuple[Any, ...]]) -> None:
+        """``fn(evaluator, *args_by_id[worker_id])`` on each remote worker named, all at once (a worker
+        replaced since is skipped; a failed one is replaced, as sampling does)."""
+        if not self._slots:
+            return
+        ray = self._remote.ray
+        calls = {
+            worker_id: (self._slots[worker_id], self._slots[worker_id].apply.remote(fn, *args))
+            for worker_id, args in args_by_id.items()
+            if worker_id in self._slots
+        }
+        for worker_id, (handle, ref) in calls.items():
+            try:
+                ray.get(ref)
+            except Exception as err:
+                self._remote.raise_if_not_failure(err)
+                self.replace_worker(worker_id, handle, err)
+
     def pop_metrics(self) -> Iterable[dict[str, Any]]:
         """Episodes finished and env steps taken since the last call, per worker.
 
@@ -352,6 +373,9 @@ class WorkerSet:
             delta = metrics.pop(OBS_FILTER_DELTA, None)
             if delta is not None:
                 self.local_worker.merge_obs_filter_delta(delta)  # the global filters
+            games = metrics.pop(league_remote.LEAGUE_REPORT, None)
+            if games is not None:  # a league worker's games: the driver's league records them
+                self.league_known[worker_id] = league_remote.absorb(self.local_worker.league, games)
             metrics["env_steps"] = self._delivered_steps.get(worker_id, 0)
             self._delivered_steps[worker_id] = 0
             out.append(metrics)

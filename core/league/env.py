@@ -125,6 +125,8 @@ class LeagueEnv(MultiAgentVectorEnv):
             over the inner env's slots): built by the rollout worker, which knows the policy class.
         baseline: evaluation: every game is against this fixed opponent instead of the league's pick.
         seed: seeds the seat draws.
+        report_outcomes: keep finished games for :meth:`pop_outcomes` (a remote worker's, which the
+            driver's league records: :mod:`rlgear.league.remote`).
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class LeagueEnv(MultiAgentVectorEnv):
         baseline: str | None = None,
         explore_opponents: bool = True,
         seed: int | None = None,
+        report_outcomes: bool = False,
     ):
         seats = tuple(inner.possible_agents)
         if len(seats) != 2:
@@ -172,6 +175,9 @@ class LeagueEnv(MultiAgentVectorEnv):
         self._rng = np.random.default_rng(seed)
         self._opponents: OrderedDict[str, Any] = OrderedDict()
         self._last: MultiAgentTimeStep | None = None
+        #: Whether finished games are kept for :meth:`pop_outcomes` besides being recorded: in
+        #: evaluation (against the baseline) and on a remote worker (the driver records them).
+        self.report_outcomes = report_outcomes or baseline is not None
         #: Finished games not yet handed out by :meth:`pop_outcomes`: ``(player, opponent, outcome)``.
         self.outcomes: list[tuple[str, str, int]] = []
 
@@ -219,7 +225,8 @@ class LeagueEnv(MultiAgentVectorEnv):
         for slot in finished:
             player = self.possible_agents[self._player_index[slot]]
             outcome = int(np.sign(self._return[slot]))
-            self.outcomes.append((player, self._opponent[slot], outcome))
+            if self.report_outcomes:  # else nobody pops them: the league records them below
+                self.outcomes.append((player, self._opponent[slot], outcome))
             if not self.baseline:
                 self.league.record(player, self._opponent[slot], outcome)
         self._new_games(finished)  # the slot's next step starts the next game

@@ -23,6 +23,7 @@ import rlgear
 from rlgear.errors import CheckpointError
 from rlgear.policy import PolicyState
 from rlgear.run import checkpoint as ckpt
+from rlgear.run import league_play
 from rlgear.sampling.observation_filter import RunningStats
 from rlgear.sampling.rollout_worker import env_seed
 from rlgear.spaces import space_from_json
@@ -171,6 +172,8 @@ def restore(trainer: Any, snapshot: Mapping[str, Any], source: str = "checkpoint
             state["league"],
             {k.removeprefix("league/"): v for k, v in arrays.items() if k.startswith("league/")},
         )
+        trainer.workers.league_known.clear()  # the remote workers' mirrors get the restored league whole
+        league_play.sync(trainer)
     trainer.set_algorithm_arrays(
         {k.removeprefix("algorithm/"): v for k, v in arrays.items() if k.startswith("algorithm/")}
     )

@@ -33,6 +33,7 @@ from rlgear.config import multiagent
 from rlgear.discovery import hooks as hooks_mod
 from rlgear.env import MultiAgentVectorEnv, VideoRequest
 from rlgear.errors import UnsupportedError
+from rlgear.league import remote as league_remote
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
 from rlgear.sampling.agent_groups import AgentGroups
@@ -106,6 +107,9 @@ class RolloutWorker:
             workers, evaluation workers) builds this worker's own acting copies, which receive
             the learner's weights through :meth:`set_weights`.
     """
+
+    #: The league this worker plays (``league`` section): the trainer's, or a remote worker's mirror.
+    league: Any = None
 
     def __init__(
         self,
@@ -211,8 +215,8 @@ class RolloutWorker:
             baseline=config.league.baseline if evaluation else None,
             explore_opponents=config.league.opponent_explore,
             seed=seed,
+            report_outcomes=self.worker_index > 0 and not evaluation,  # a remote worker: to the driver
         )
-        #: The league this worker plays (the trainer's, in the driver's worker).
         self.league = league
         return env
 
@@ -489,6 +493,8 @@ class RolloutWorker:
                 out[RECORDED_EPISODES] = recorded
         if self.multi_agent:  # agent steps (results: agent_timesteps_total)
             out["agent_steps"] = self._sampler.agent_steps
+        if self.league is not None and self.env.report_outcomes and self.env.baseline is None:  # remote
+            out[league_remote.LEAGUE_REPORT] = league_remote.report(self)
         self._sampler.agent_steps = 0
         filters = self.obs_filters
         if filters and self.worker_index > 0:  # one policy: its arrays; several: {policy id: arrays}
