@@ -10,10 +10,13 @@ memoryless policy scores 0), ``delay`` in ``--delays``, with three models of the
 - ``attention``: ``model.attention`` (GTrXL), a [32] MLP, 2 blocks of 32 units, 2 heads,
   ``attention_memory`` 40 (every delay measured fits in it);
 - ``lstm``: ``model.lstm``, a [32] MLP and a 32-unit cell;
+- ``lstm_seq40``: the same LSTM learning on sequences of 40 steps, so that backpropagation through
+  time spans every delay measured (the other recurrent models learn on 20);
 - ``framestack``: the [32, 32] MLP on the last 4 observations (gymnasium's
   ``FrameStackObservation``), the usual memory substitute.
 
-Both recurrent models learn on sequences of ``max_seq_len`` 20 and carry their state across them.
+The recurrent models learn on sequences of ``max_seq_len`` 20 (``lstm_seq40``: 40) and carry their
+state across them.
 The same PPO settings for all (configs/ppo-attention-delayed-cue.yaml's: 8 envs x 32 steps, 10
 epochs of one 256-row minibatch, lr 1e-3). A run stops when the mean return of the last 100
 episodes reaches 0.9 (``steps_to_solve``) or at ``--budget`` env steps (unsolved: null).
@@ -64,6 +67,7 @@ MEMORY_MODELS: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
         [],
     ),
     "lstm": ({"hidden_sizes": [32], "lstm": True, "lstm_cell_size": 32, "max_seq_len": 20}, []),
+    "lstm_seq40": ({"hidden_sizes": [32], "lstm": True, "lstm_cell_size": 32, "max_seq_len": 40}, []),
     "framestack": (
         {"hidden_sizes": [32, 32]},
         [{"name": "gymnasium.wrappers.FrameStackObservation", "kwargs": {"stack_size": 4}}],
