@@ -30,6 +30,7 @@ preset envs, one torch thread, the learning rate annealed over the zoo's 10M ste
 
 Usage:
   python bench/atari.py --quick                  # smoke run: 1 seed, 2048 agent steps per run
+  python bench/atari.py --throughput             # frames/s side by side: 1 seed, 100k frames per run
   python bench/atari.py                          # the full plan (days on 2 CPU cores; resumable)
   python bench/atari.py --report --plots docs/benchmarks
 
@@ -58,6 +59,7 @@ LIBS = ("rlgear", "sb3", "cleanrl")
 FRAMES_PER_STEP = 4
 BUDGET = 500_000  # agent steps = 2M frames
 QUICK_BUDGET = 2048
+THROUGHPUT_BUDGET = 25_000  # agent steps = 100k frames: long enough for a steady frames/s
 SEEDS = [0, 1, 2]
 FLOOR_STEPS = 20_000  # random-action steps of the raw ALE floor (QUICK: 2000)
 #: task -> (gymnasium id, rlgear config)
@@ -253,12 +255,14 @@ def load_results(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run(tasks: list[str], seeds: list[int], libs: list[str], quick: bool, path: Path) -> None:
+def run(
+    tasks: list[str], seeds: list[int], libs: list[str], quick: bool, path: Path, budget: int | None = None
+) -> None:
     import suite
 
     done = {(r["task"], r["lib"], r["seed"], r["budget"], r["settings"]) for r in load_results(path)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    budget = QUICK_BUDGET if quick else BUDGET
+    budget = budget or (QUICK_BUDGET if quick else BUDGET)
     plan = [(task, seeds[0], "ale") for task in tasks]  # the floor first: the same run, the same machine
     plan += [(t, s, lib) for s in seeds for t in tasks for lib in (libs if s % 2 == 0 else libs[::-1])]
     for task, seed, lib in plan:
@@ -371,6 +375,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="1 seed, 2048 agent steps per run: a smoke run")
+    parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help=f"1 seed, {THROUGHPUT_BUDGET:,} agent steps per run: the frames/s of each library (and the "
+        "raw ALE floor) on this machine, side by side; no learning claim",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
     parser.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS))
@@ -380,10 +390,12 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="only aggregate the results file")
     parser.add_argument("--plots", type=Path, help="write learning-curve PNGs to this folder")
     args = parser.parse_args()
-    seeds = [0] if args.quick and args.seeds == SEEDS else args.seeds
-    path = args.results or RESULTS / ("runs-quick.jsonl" if args.quick else "runs.jsonl")
+    short = args.quick or args.throughput
+    seeds = [0] if short and args.seeds == SEEDS else args.seeds
+    name = "runs-quick.jsonl" if args.quick else "runs-throughput.jsonl" if args.throughput else "runs.jsonl"
+    path = args.results or RESULTS / name
     if not args.report:  # suite.run_process: one torch thread, no plugin autoload
-        run(args.tasks, seeds, args.libs, args.quick, path)
+        run(args.tasks, seeds, args.libs, args.quick, path, THROUGHPUT_BUDGET if args.throughput else None)
     print(report(path, args.plots))
 
 
