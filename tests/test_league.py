@@ -393,3 +393,38 @@ def test_a_league_runs_on_tf_with_snapshots_acting(tmp_path):
         assert played & {"main_0@1", "main_exploiter_0@1", "league_exploiter_0@1"}
     finally:
         trainer.stop()
+
+
+def test_a_remote_mirror_plays_only_the_snapshots_whose_weights_it_holds():
+    """rlgear.league.remote: the driver sends each worker the snapshots it lacks; a mirror that got
+    the state but not yet some weights (a replaced worker) never picks those snapshots."""
+    from types import SimpleNamespace
+
+    from rlgear.league import remote
+
+    driver = _league()
+    driver.add_snapshot("main_0", _weights(1.0), 1)
+    driver.add_snapshot("main_0", _weights(2.0), 2)
+    driver.record("main_0", "main_0@1", 1)
+    sends = remote.payloads(driver, {1: {"main_0@1"}, 2: set()}, [1, 2])
+    assert {k.split("/")[0] for k in sends[1][1]} == {"main_0@2"}  # worker 1 holds @1 already
+    assert {k.split("/")[0] for k in sends[2][1]} == {"main_0@1", "main_0@2"}
+    assert "rng" not in sends[1][0]  # each mirror keeps its own random stream
+
+    mirror = SimpleNamespace(league=_league())
+    remote.receive(mirror, *sends[1])  # as a fresh worker that the driver believed to hold @1
+    assert list(mirror.league.snapshots) == ["main_0@2"]
+    assert mirror.league.payoff.get_state() == driver.payoff.get_state()
+    for _ in range(200):
+        assert mirror.league.choose_opponent("league_exploiter_0") in ("main_0", "main_0@2")
+    remote.receive(mirror, *sends[2])
+    assert sorted(mirror.league.snapshots) == ["main_0@1", "main_0@2"]
+    np.testing.assert_array_equal(mirror.league.snapshot_weights["main_0@1"]["policy/output/kernel"], 1.0)
+    assert sorted(
+        remote.report(SimpleNamespace(league=mirror.league, env=SimpleNamespace(pop_outcomes=list)))[
+            "snapshots"
+        ]
+    ) == [
+        "main_0@1",
+        "main_0@2",
+    ]

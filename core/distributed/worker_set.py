@@ -209,6 +209,7 @@ class WorkerSet:
             return current
         self._remote.kill(failed_handle)
         self._pending_metrics.pop(worker_id, None)  # its episodes died with it
+        self.league_known.pop(worker_id, None)  # its replacement's league mirror holds no snapshot
         self._remote.check_restart_allowed(worker_id, self.num_restarts - self._restarts_before_resume, error)
         self.num_restarts += 1
         self.failure_reasons[failure_reason(error)] += 1

@@ -61,12 +61,15 @@ def receive(worker: Any, state: dict[str, Any], arrays: dict[str, np.ndarray]) -
     league = worker.league
     league.payoff.set_state(state["payoff"])
     league.elo.ratings = {k: float(v) for k, v in state["elo"].items()}
-    league.snapshots = {sid: dict(meta) for sid, meta in state["snapshots"].items()}
     for key, value in arrays.items():
         sid, name = key.split("/", 1)
         league.snapshot_weights.setdefault(sid, {})[name] = np.array(value, copy=True)
-    for sid in [s for s in league.snapshot_weights if s not in league.snapshots]:
+    for sid in [s for s in league.snapshot_weights if s not in state["snapshots"]]:
         del league.snapshot_weights[sid]
+    # only the snapshots whose weights it holds are opponents (the rest come with the next sync)
+    league.snapshots = {
+        sid: dict(meta) for sid, meta in state["snapshots"].items() if sid in league.snapshot_weights
+    }
     league.last_snapshot.update({p: int(v) for p, v in state["last_snapshot"].items()})
     league.since_snapshot.update({p: [int(x) for x in v] for p, v in state["since_snapshot"].items()})
     league.resets.update({p: int(v) for p, v in state["resets"].items()})
