@@ -23,7 +23,9 @@ Every finished run is appended to ``bench/results/atari/runs.jsonl`` at once and
 script runs again (resumable), keyed by a digest of its settings (the rlgear config file, the
 SB3 entry), as ``bench/suite.py`` does.
 
-The third column, ``cleanrl``, is CleanRL's ``ppo_atari.py`` recipe (its settings, the Nature CNN,
+The fourth column, ``rlgear_envpool``, is rlgear on the same config through its envpool adapter
+(the same protocol mapped to envpool's options, the pool stepping in C++ threads): what a user gets
+by switching the adapter. The third column, ``cleanrl``, is CleanRL's ``ppo_atari.py`` recipe (its settings, the Nature CNN,
 clipped value loss, per-minibatch advantage normalization) as a plain PyTorch loop written for this
 benchmark (``bench/_cleanrl_recipe.py``: CleanRL is a set of scripts, not a library), on the same
 preset envs, one torch thread, the learning rate annealed over the zoo's 10M steps as SB3's is.
@@ -55,7 +57,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 RESULTS = HERE / "results" / "atari"
-LIBS = ("rlgear", "sb3", "cleanrl")
+LIBS = ("rlgear", "sb3", "cleanrl", "rlgear_envpool")
 FRAMES_PER_STEP = 4
 BUDGET = 500_000  # agent steps = 2M frames
 QUICK_BUDGET = 2048
@@ -78,8 +80,8 @@ SB3_ZOO = {
 
 
 def settings_digest(task: str, lib: str) -> str:
-    if lib == "rlgear":
-        text = (ROOT / "configs" / TASKS[task][1]).read_text()
+    if lib in ("rlgear", "rlgear_envpool"):
+        text = (ROOT / "configs" / TASKS[task][1]).read_text() + ("envpool" if lib != "rlgear" else "")
     elif lib == "sb3":
         text = json.dumps(SB3_ZOO, sort_keys=True)
     elif lib == "cleanrl":
@@ -101,11 +103,18 @@ def _preset_env(env_id: str) -> Any:
     return _make_env(env_id, {}, None, (), "atari")
 
 
-def child_rlgear(task: str, seed: int, budget: int, t0: float) -> dict[str, Any]:
+def child_rlgear(task: str, seed: int, budget: int, t0: float, envpool: bool = False) -> dict[str, Any]:
     from rlgear import config as config_mod
     from rlgear.discovery import registry
 
     raw = config_mod.read_yaml(ROOT / "configs" / TASKS[task][1])
+    if envpool:  # the same protocol through envpool's C++ pool (docs/atari-mujoco.md maps the options)
+        raw["env"] = {
+            **raw["env"],
+            "adapter": "envpool",
+            "name": envpool_name(task),
+            "vectorization": "native",
+        }
     raw["seed"] = seed
     raw["stop"] = {"timesteps_total": budget}
     raw["logging"] = {
@@ -129,6 +138,15 @@ def child_rlgear(task: str, seed: int, budget: int, t0: float) -> dict[str, Any]
         return {"env_steps": int(trainer.timesteps_total), "curve": curve}
     finally:
         trainer.stop()
+
+
+def envpool_name(task: str) -> str:
+    """envpool's id of a task's game: ``ALE/Pong-v5`` -> ``Pong-v5``."""
+    return TASKS[task][0].removeprefix("ALE/")
+
+
+def child_rlgear_envpool(task: str, seed: int, budget: int, t0: float) -> dict[str, Any]:
+    return child_rlgear(task, seed, budget, t0, envpool=True)
 
 
 def child_sb3(task: str, seed: int, budget: int, t0: float) -> dict[str, Any]:
@@ -317,7 +335,7 @@ def report(path: Path, plots: Path | None) -> str:
             stats[lib] = (runs, iqm, low, high, fps)
         for lib, (runs, iqm, low, high, fps) in stats.items():
             verdict = ""
-            if lib == "rlgear" and "sb3" in stats:
+            if lib in ("rlgear", "rlgear_envpool") and "sb3" in stats:
                 _, s_iqm, s_low, _, s_fps = stats["sb3"]
                 if np.isnan(iqm) or np.isnan(s_iqm):
                     returns = "no finished episodes to compare"
@@ -340,7 +358,7 @@ def report(path: Path, plots: Path | None) -> str:
     return "\n".join(lines)
 
 
-COLORS = {"rlgear": "tab:blue", "sb3": "tab:orange", "cleanrl": "tab:green"}
+COLORS = {"rlgear": "tab:blue", "rlgear_envpool": "tab:purple", "sb3": "tab:orange", "cleanrl": "tab:green"}
 
 
 def plot(task: str, runs_of: dict[str, list[dict[str, Any]]], out: Path) -> None:
@@ -383,7 +401,9 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
-    parser.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS))
+    parser.add_argument(
+        "--libs", nargs="+", choices=LIBS, help="default: all for --throughput, else rlgear, sb3 and cleanrl"
+    )
     parser.add_argument(
         "--results", type=Path, help="JSONL results file (default under bench/results/atari/)"
     )
@@ -394,8 +414,9 @@ def main() -> None:
     seeds = [0] if short and args.seeds == SEEDS else args.seeds
     name = "runs-quick.jsonl" if args.quick else "runs-throughput.jsonl" if args.throughput else "runs.jsonl"
     path = args.results or RESULTS / name
+    libs = args.libs or (list(LIBS) if args.throughput else ["rlgear", "sb3", "cleanrl"])
     if not args.report:  # suite.run_process: one torch thread, no plugin autoload
-        run(args.tasks, seeds, args.libs, args.quick, path, THROUGHPUT_BUDGET if args.throughput else None)
+        run(args.tasks, seeds, libs, args.quick, path, THROUGHPUT_BUDGET if args.throughput else None)
     print(report(path, args.plots))
 
 
