@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from rlgear.blocks.attention_memory import LAYER_NORM_EPSILON
-from rlgear.blocks.recurrent_inference import NumpyRecurrentActorCritic
+from rlgear.blocks.conv_inference import NumpyConvTrunk
+from rlgear.blocks.inference import NumpyActorCritic
 from rlgear.config.conv import ConvSpec
 from rlgear.spaces import Space
 
@@ -86,25 +87,43 @@ class _Block:
         return self._apply_gate(self.gates[1], y, np.maximum(hidden, 0.0))
 
 
-class NumpyAttentionActorCritic(NumpyRecurrentActorCritic):
-    """One step of the catalog attention-memory actor-critic: forward, sampling, log-probabilities."""
+class NumpyAttentionActorCritic(NumpyActorCritic):
+    """One step of the catalog attention-memory actor-critic: forward, sampling, log-probabilities.
+
+    Sampling (inverse-CDF Categorical, Gaussian) is the MLP twin's, on ``self.rng``.
+    """
 
     def __init__(
         self, action_space: Space, model_config: object, seed: int | None = None, conv: ConvSpec | None = None
     ):
-        super().__init__(action_space, model_config, seed, conv)
+        super().__init__(action_space, 0, model_config.activation, True, seed)
+        self.conv = None if conv is None else NumpyConvTrunk(conv)
+        self.hidden_layers = len(model_config.hidden_sizes)
         self.num_layers = int(model_config.attention_layers)
         self.heads = int(model_config.attention_heads)
         self.memory = int(model_config.attention_memory)
         self.dim = int(model_config.attention_dim)
 
     def load(self, weights: dict[str, np.ndarray], version: int) -> None:
-        self._load_trunk_and_heads(weights)
-        self.projection = tuple(
-            np.ascontiguousarray(weights[f"attention/input/{leaf}"], dtype=np.float32)
-            for leaf in ("kernel", "bias")
-        )
+        def f32(name: str) -> np.ndarray:
+            return np.ascontiguousarray(weights[name], dtype=np.float32)
+
+        self.trunk = [
+            (f32(f"shared/hidden_{i}/kernel"), f32(f"shared/hidden_{i}/bias"))
+            for i in range(self.hidden_layers)
+        ]
+        self.projection = (f32("attention/input/kernel"), f32("attention/input/bias"))
         self.blocks = [_Block(weights, f"attention/block_{i}", self.heads) for i in range(self.num_layers)]
+        self.head = (
+            np.ascontiguousarray(
+                np.concatenate([f32("policy/output/kernel"), f32("value/output/kernel")], 1)
+            ),
+            np.concatenate([f32("policy/output/bias"), f32("value/output/bias")]),
+        )
+        self.num_head_outputs = f32("policy/output/bias").shape[0]
+        self.log_std = None if self.discrete else f32("policy/log_std")
+        if self.conv is not None:
+            self.conv.load(weights)
         self.version = version
 
     def forward(  # type: ignore[override]  # the MLP's forward plus the recurrent state
@@ -115,10 +134,13 @@ class NumpyAttentionActorCritic(NumpyRecurrentActorCritic):
         prev_rewards: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         """``(policy head output, values, [memory', mask'])`` for flat float32 observations ``[B, F]``;
-        the previous action and reward are not read (``model.attention`` refuses ``lstm_use_prev_*``:
-        the LSTM twin's signature, so callers share it)."""
+        the previous action and reward are not read (the LSTM twin's signature, so callers share it)."""
         n = obs.shape[0]
-        x = self._trunk(obs)
+        x = obs
+        if self.conv is not None:
+            x = self.conv.forward(obs, np.empty((n, self.conv.spec.output_dim), np.float32))
+        for kernel, bias in self.trunk:
+            x = self.activation(x @ kernel + bias, np.empty((n, kernel.shape[1]), np.float32))
         x = x @ self.projection[0] + self.projection[1]
         memory = np.asarray(state[0], np.float32).reshape(n, self.num_layers, self.memory, self.dim)
         mask = np.asarray(state[1], np.float32)
@@ -129,5 +151,24 @@ class NumpyAttentionActorCritic(NumpyRecurrentActorCritic):
             new_memory[:, index, -1] = x
             x = block(x, memory[:, index], blocked)
         new_mask = np.concatenate([mask[:, 1:], np.ones((n, 1), np.float32)], axis=1)
-        head, values = self._heads(x)
-        return head, values, [new_memory.reshape(n, -1), new_mask]
+        out = x @ self.head[0] + self.head[1]
+        return (
+            out[:, : self.num_head_outputs],
+            out[:, self.num_head_outputs],
+            [new_memory.reshape(n, -1), new_mask],
+        )
+
+    def act(  # type: ignore[override]
+        self,
+        obs: np.ndarray,
+        state: list[np.ndarray],
+        explore: bool,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+        action_mask: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        """``(actions, action_logp, values, new_state)``, as the framework would give; the previous
+        action and reward are not read (``model.attention`` refuses ``lstm_use_prev_*``)."""
+        head, values, new_state = self.forward(obs, state)  # (prev_actions, prev_rewards: unused)
+        actions, logp, values = self.sample(head, values, explore, action_mask)
+        return actions, logp, values, new_state

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlgear.blocks.recurrent_inference import NumpyRecurrentActorCritic
+from rlgear.blocks.conv_inference import NumpyConvTrunk
+from rlgear.blocks.inference import NumpyActorCritic
 from rlgear.config.conv import ConvSpec
 from rlgear.errors import ConfigError
 from rlgear.spaces import Box, Discrete, Space
@@ -64,14 +65,19 @@ def lstm_input_size(trunk_size: int, action_space: Space, model_config: object) 
     return size
 
 
-class NumpyLSTMActorCritic(NumpyRecurrentActorCritic):
-    """One step of the catalog LSTM actor-critic: forward, sampling and log-probabilities."""
+class NumpyLSTMActorCritic(NumpyActorCritic):
+    """One step of the catalog LSTM actor-critic: forward, sampling and log-probabilities.
+
+    Sampling (inverse-CDF Categorical, Gaussian) is the MLP twin's, on ``self.rng``.
+    """
 
     def __init__(
         self, action_space: Space, model_config: object, seed: int | None = None, conv: ConvSpec | None = None
     ):
-        super().__init__(action_space, model_config, seed, conv)
+        super().__init__(action_space, 0, model_config.activation, True, seed)
+        self.conv = None if conv is None else NumpyConvTrunk(conv)
         self.action_space = action_space
+        self.hidden_layers = len(model_config.hidden_sizes)
         self.use_prev_action = bool(model_config.lstm_use_prev_action)
         self.use_prev_reward = bool(model_config.lstm_use_prev_reward)
 
@@ -82,11 +88,24 @@ class NumpyLSTMActorCritic(NumpyRecurrentActorCritic):
         def f32(name: str) -> np.ndarray:
             return np.asarray(weights[name], dtype=np.float32)
 
-        self._load_trunk_and_heads(weights)
+        self.trunk = [
+            (f32(f"shared/hidden_{i}/kernel"), f32(f"shared/hidden_{i}/bias"))
+            for i in range(self.hidden_layers)
+        ]
         self.gates = np.ascontiguousarray(
             np.vstack([f32("lstm/kernel"), f32("lstm/recurrent_kernel"), f32("lstm/bias")[None, :]])
         )
         self.cell = f32("lstm/recurrent_kernel").shape[0]
+        self.head = (
+            np.ascontiguousarray(
+                np.concatenate([f32("policy/output/kernel"), f32("value/output/kernel")], 1)
+            ),
+            np.concatenate([f32("policy/output/bias"), f32("value/output/bias")]),
+        )
+        self.num_head_outputs = f32("policy/output/bias").shape[0]
+        self.log_std = None if self.discrete else f32("policy/log_std")
+        if self.conv is not None:
+            self.conv.load(weights)
         self.version = version
 
     def forward(  # type: ignore[override]  # the MLP's forward plus the recurrent state
@@ -97,7 +116,11 @@ class NumpyLSTMActorCritic(NumpyRecurrentActorCritic):
         prev_rewards: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
         """``(policy head output, values, [h', c'])`` for flat float32 observations ``[B, F]``."""
-        x = self._trunk(obs)
+        x = obs
+        if self.conv is not None:
+            x = self.conv.forward(obs, np.empty((obs.shape[0], self.conv.spec.output_dim), np.float32))
+        for kernel, bias in self.trunk:
+            x = self.activation(x @ kernel + bias, np.empty((x.shape[0], kernel.shape[1]), np.float32))
         h, c = state
         parts = [x]
         if self.use_prev_action:
@@ -110,5 +133,20 @@ class NumpyLSTMActorCritic(NumpyRecurrentActorCritic):
         sig = _sigmoid(z)
         c_new = sig[:, cell : 2 * cell] * c + sig[:, :cell] * np.tanh(z[:, 2 * cell : 3 * cell])
         h_new = sig[:, 3 * cell :] * np.tanh(c_new)
-        head, values = self._heads(h_new)
-        return head, values, [h_new, c_new]
+        out = h_new @ self.head[0] + self.head[1]
+        return out[:, : self.num_head_outputs], out[:, self.num_head_outputs], [h_new, c_new]
+
+    def act(  # type: ignore[override]
+        self,
+        obs: np.ndarray,
+        state: list[np.ndarray],
+        explore: bool,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+        action_mask: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        """``(actions, action_logp, values, new_state)``, as the framework would give
+        (``action_mask`` as in :meth:`NumpyActorCritic.act`)."""
+        head, values, new_state = self.forward(obs, state, prev_actions, prev_rewards)
+        actions, logp, values = self.sample(head, values, explore, action_mask)
+        return actions, logp, values, new_state

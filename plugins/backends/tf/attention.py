@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from rlgear.blocks.attention_memory import GATE_BIAS_INIT, LAYER_NORM_EPSILON, check_action_space, mlp_dim
-from rlgear.plugins.backends.tf.models import ConvEncoder, Dense, orthogonal
-from rlgear.plugins.backends.tf.recurrent import RecurrentActorCritic
+from rlgear.plugins.backends.tf.models import ConvEncoder, Dense, DenseStack, orthogonal
 from rlgear.plugins.backends.tf.runtime import tf
-from rlgear.spaces import Space
+from rlgear.spaces import Discrete, Space
 
 #: Logit of a masked (not allowed) key: its softmax weight is exactly 0 in float32.
 MASKED_LOGIT = -1e9
@@ -145,9 +144,11 @@ class GatedTransformerBlock(tf.Module):
         return out + self.gate_mlp.named(f"{prefix}/gate_mlp")
 
 
-class AttentionActorCritic(RecurrentActorCritic):
+class AttentionActorCritic(tf.Module):
     """[conv trunk ->] MLP trunk -> projection -> GTrXL blocks -> policy and value heads; the torch
     ``AttentionActorCritic``'s twin (same call, same state ``[memory, mask]``)."""
+
+    recurrent = True
 
     def __init__(
         self,
@@ -160,17 +161,31 @@ class AttentionActorCritic(RecurrentActorCritic):
     ):
         super().__init__()
         check_action_space(action_space)
+        self.encoder = encoder
+        if encoder is not None:
+            obs_dim = encoder.output_dim
+        sizes = list(model_config.hidden_sizes)
+        ortho = model_config.orthogonal_init
+        self.continuous = not isinstance(action_space, Discrete)
         self.dim = int(model_config.attention_dim)
         self.memory = int(model_config.attention_memory)
-        trunk = self._build_trunk(obs_dim, action_space, model_config, rng, encoder)
-        self.attention_input = Dense(trunk, self.dim, 1.0, rng)
+        self.shared_body = DenseStack(
+            obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None, rng
+        )
+        self.attention_input = Dense(sizes[-1], self.dim, 1.0, rng)
         self.blocks = [
             GatedTransformerBlock(
                 self.dim, int(model_config.attention_heads), mlp_dim(model_config), self.memory, rng
             )
             for _ in range(int(model_config.attention_layers))
         ]
-        self._build_heads(self.dim, num_outputs, model_config, rng)
+        head_outputs = num_outputs // 2 if self.continuous else num_outputs
+        self.policy_output = Dense(self.dim, head_outputs, 0.01 if ortho else None, rng)
+        self.value_output = Dense(self.dim, 1, 1.0 if ortho else None, rng)
+        if self.continuous:
+            self.log_std = tf.Variable(
+                np.full(head_outputs, float(model_config.init_log_std), dtype=np.float32), name="log_std"
+            )
 
     def __call__(
         self,
@@ -181,7 +196,8 @@ class AttentionActorCritic(RecurrentActorCritic):
         seq_len: int = 1,
         resets: tf.Tensor | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
-        x = tf.reshape(self.attention_input(self._trunk(obs)), [-1, seq_len, self.dim])
+        features = self.shared_body(obs if self.encoder is None else self.encoder(obs))
+        x = tf.reshape(self.attention_input(features), [-1, seq_len, self.dim])
         n = tf.shape(x)[0]
         memory = tf.reshape(state[0], [n, len(self.blocks), self.memory, self.dim])
         allowed, distance, new_mask = attention_mask(
@@ -191,12 +207,20 @@ class AttentionActorCritic(RecurrentActorCritic):
         for index, block in enumerate(self.blocks):
             new_memory.append(tf.concat([memory[:, index], x], axis=1)[:, -self.memory :])
             x = block(x, memory[:, index], allowed, distance)
-        logits, values = self._heads(tf.reshape(x, [-1, self.dim]))
+        outputs = tf.reshape(x, [-1, self.dim])
+        logits = self.policy_output(outputs)
+        values = self.value_output(outputs)[:, 0]
+        if self.continuous:
+            logits = tf.concat([logits, tf.broadcast_to(self.log_std, tf.shape(logits))], axis=-1)
         return logits, values, [tf.reshape(tf.stack(new_memory, axis=1), [n, -1]), new_mask]
 
     def named_variables(self) -> Named:
         """Neutral names in the order of the torch model's ``named_parameters()``."""
-        memory = self.attention_input.named("attention/input")
+        out = [("policy/log_std", self.log_std)] if self.continuous else []
+        if self.encoder is not None:
+            out += self.encoder.named("shared")
+        out += self.shared_body.named("shared") + self.attention_input.named("attention/input")
         for index, block in enumerate(self.blocks):
-            memory += block.named(f"attention/block_{index}")
-        return self._named(memory)
+            out += block.named(f"attention/block_{index}")
+        out += self.policy_output.named("policy/output") + self.value_output.named("value/output")
+        return out

@@ -103,70 +103,15 @@ class LSTMLayer(tf.Module):
         ]
 
 
-class RecurrentActorCritic(tf.Module):
-    """What the catalog's recurrent actor-critics share (the LSTM's and the attention memory's), the
-    torch ``RecurrentActorCritic``'s twin: [conv trunk ->] MLP trunk -> the memory -> policy and value
-    heads. A subclass builds the trunk, its memory, then the heads, in that order (the rng draws the
-    same weights as before the base existed)."""
-
-    recurrent = True
-
-    def _build_trunk(
-        self,
-        obs_dim: int,
-        action_space: Space,
-        model_config: Any,
-        rng: np.random.Generator,
-        encoder: ConvEncoder | None,
-    ) -> int:
-        """The conv encoder and the MLP trunk; the trunk's output width."""
-        self.encoder = encoder
-        if encoder is not None:
-            obs_dim = encoder.output_dim
-        sizes = list(model_config.hidden_sizes)
-        self.continuous = not isinstance(action_space, Discrete)
-        gain = math.sqrt(2) if model_config.orthogonal_init else None
-        self.shared_body = DenseStack(obs_dim, sizes, model_config.activation, gain, rng)
-        return sizes[-1] if sizes else obs_dim
-
-    def _build_heads(self, width: int, num_outputs: int, model_config: Any, rng: np.random.Generator) -> None:
-        ortho = model_config.orthogonal_init
-        head_outputs = num_outputs // 2 if self.continuous else num_outputs
-        self.policy_output = Dense(width, head_outputs, 0.01 if ortho else None, rng)
-        self.value_output = Dense(width, 1, 1.0 if ortho else None, rng)
-        if self.continuous:
-            self.log_std = tf.Variable(
-                np.full(head_outputs, float(model_config.init_log_std), dtype=np.float32), name="log_std"
-            )
-
-    def _trunk(self, obs: tf.Tensor) -> tf.Tensor:
-        return self.shared_body(obs if self.encoder is None else self.encoder(obs))
-
-    def _heads(self, outputs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """``(dist_inputs, values)`` of the memory's outputs ``[rows, width]``."""
-        logits = self.policy_output(outputs)
-        values = self.value_output(outputs)[:, 0]
-        if self.continuous:
-            logits = tf.concat([logits, tf.broadcast_to(self.log_std, tf.shape(logits))], axis=-1)
-        return logits, values
-
-    def _named(self, memory: list[tuple[str, tf.Variable]]) -> list[tuple[str, tf.Variable]]:
-        """Neutral names in the order of the torch model's ``named_parameters()``, ``memory``'s
-        variables between the trunk's and the heads'."""
-        out = [("policy/log_std", self.log_std)] if self.continuous else []
-        if self.encoder is not None:
-            out += self.encoder.named("shared")
-        out += self.shared_body.named("shared") + memory
-        return out + self.policy_output.named("policy/output") + self.value_output.named("value/output")
-
-
-class LSTMActorCritic(RecurrentActorCritic):
+class LSTMActorCritic(tf.Module):
     """[conv trunk ->] MLP trunk (shared) -> LSTM -> policy and value heads; the torch
     ``LSTMActorCritic``'s twin.
 
     ``__call__(obs, state, prev_actions, prev_rewards, seq_len, resets)``: rows are
     ``N`` sequences of ``seq_len`` steps, sequence-major; returns ``(dist_inputs, values, [h, c])``.
     """
+
+    recurrent = True
 
     def __init__(
         self,
@@ -178,14 +123,29 @@ class LSTMActorCritic(RecurrentActorCritic):
         encoder: ConvEncoder | None = None,
     ):
         super().__init__()
+        self.encoder = encoder
+        if encoder is not None:
+            obs_dim = encoder.output_dim
+        sizes = list(model_config.hidden_sizes)
+        ortho = model_config.orthogonal_init
         self.action_space = action_space
+        self.continuous = not isinstance(action_space, Discrete)
         self.use_prev_action = bool(model_config.lstm_use_prev_action)
         self.use_prev_reward = bool(model_config.lstm_use_prev_reward)
         self.cell_size = int(model_config.lstm_cell_size)
-        trunk = self._build_trunk(obs_dim, action_space, model_config, rng, encoder)
+        self.shared_body = DenseStack(
+            obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None, rng
+        )
+        trunk = sizes[-1] if sizes else obs_dim
         self.input_size = lstm_input_size(trunk, action_space, model_config)
         self.lstm = LSTMLayer(self.input_size, self.cell_size, rng)
-        self._build_heads(self.cell_size, num_outputs, model_config, rng)
+        head_outputs = num_outputs // 2 if self.continuous else num_outputs
+        self.policy_output = Dense(self.cell_size, head_outputs, 0.01 if ortho else None, rng)
+        self.value_output = Dense(self.cell_size, 1, 1.0 if ortho else None, rng)
+        if self.continuous:
+            self.log_std = tf.Variable(
+                np.full(head_outputs, float(model_config.init_log_std), dtype=np.float32), name="log_std"
+            )
 
     def __call__(
         self,
@@ -196,7 +156,7 @@ class LSTMActorCritic(RecurrentActorCritic):
         seq_len: int = 1,
         resets: tf.Tensor | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
-        parts = [self._trunk(obs)]
+        parts = [self.shared_body(obs if self.encoder is None else self.encoder(obs))]
         if self.use_prev_action:
             if self.continuous:
                 parts.append(tf.reshape(tf.cast(prev_actions, obs.dtype), [-1, self.action_space.size]))
@@ -211,9 +171,18 @@ class LSTMActorCritic(RecurrentActorCritic):
             (state[0], state[1]),
             None if resets is None else tf.reshape(resets, [-1, seq_len]),
         )
-        logits, values = self._heads(tf.reshape(outputs, [-1, self.cell_size]))
+        outputs = tf.reshape(outputs, [-1, self.cell_size])
+        logits = self.policy_output(outputs)
+        values = self.value_output(outputs)[:, 0]
+        if self.continuous:
+            logits = tf.concat([logits, tf.broadcast_to(self.log_std, tf.shape(logits))], axis=-1)
         return logits, values, [h, c]
 
     def named_variables(self) -> list[tuple[str, tf.Variable]]:
         """Neutral names in the order of the torch model's ``named_parameters()``."""
-        return self._named(self.lstm.named("lstm"))
+        out = [("policy/log_std", self.log_std)] if self.continuous else []
+        if self.encoder is not None:
+            out += self.encoder.named("shared")
+        out += self.shared_body.named("shared") + self.lstm.named("lstm")
+        out += self.policy_output.named("policy/output") + self.value_output.named("value/output")
+        return out

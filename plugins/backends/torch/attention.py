@@ -18,9 +18,8 @@ import torch
 from torch import nn
 
 from rlgear.blocks.attention_memory import GATE_BIAS_INIT, LAYER_NORM_EPSILON, check_action_space, mlp_dim
-from rlgear.plugins.backends.torch.models import ConvEncoder, orthogonal_
-from rlgear.plugins.backends.torch.recurrent import RecurrentActorCritic
-from rlgear.spaces import Space
+from rlgear.plugins.backends.torch.models import ConvEncoder, _dense_stack, _head, orthogonal_
+from rlgear.spaces import Discrete, Space
 
 #: Logit of a masked (not allowed) key: its softmax weight is exactly 0 in float32.
 MASKED_LOGIT = -1e9
@@ -121,7 +120,7 @@ class GatedTransformerBlock(nn.Module):
         return self.gate_mlp(y, torch.relu(hidden))
 
 
-class AttentionActorCritic(RecurrentActorCritic):
+class AttentionActorCritic(nn.Module):
     """[conv trunk ->] MLP trunk -> projection -> GTrXL blocks -> policy and value heads.
 
     ``forward(obs, state, prev_actions, prev_rewards, seq_len, resets)`` as
@@ -129,6 +128,8 @@ class AttentionActorCritic(RecurrentActorCritic):
     of ``seq_len`` steps, sequence-major; ``state`` is ``[memory, mask]`` at each sequence's start
     (:mod:`rlgear.blocks.attention_memory`); the previous action and reward are not read.
     """
+
+    recurrent = True
 
     def __init__(
         self,
@@ -140,17 +141,29 @@ class AttentionActorCritic(RecurrentActorCritic):
     ):
         super().__init__()
         check_action_space(action_space)
+        self.encoder = encoder  # registered first: its parameters lead named_parameters(), as on TF
+        if encoder is not None:
+            obs_dim = encoder.output_dim
+        sizes = list(model_config.hidden_sizes)
+        ortho = model_config.orthogonal_init
+        self.continuous = not isinstance(action_space, Discrete)
         self.dim = int(model_config.attention_dim)
         self.memory = int(model_config.attention_memory)
-        trunk = self._build_trunk(obs_dim, action_space, model_config, encoder)
-        self.attention_input = _linear(trunk, self.dim)
+        self.shared_body = _dense_stack(
+            obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None
+        )
+        self.attention_input = _linear(sizes[-1], self.dim)
         self.blocks = nn.ModuleList(
             GatedTransformerBlock(
                 self.dim, int(model_config.attention_heads), mlp_dim(model_config), self.memory
             )
             for _ in range(int(model_config.attention_layers))
         )
-        self._build_heads(self.dim, num_outputs, model_config)
+        head_outputs = num_outputs // 2 if self.continuous else num_outputs
+        self.policy_output = _head(self.dim, head_outputs, 0.01 if ortho else None)
+        self.value_output = _head(self.dim, 1, 1.0 if ortho else None)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.full((head_outputs,), float(model_config.init_log_std)))
 
     def forward(
         self,
@@ -161,7 +174,7 @@ class AttentionActorCritic(RecurrentActorCritic):
         seq_len: int = 1,
         resets: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        features = self._trunk(obs)
+        features = self.shared_body(obs if self.encoder is None else self.encoder(obs))
         n = features.shape[0] // seq_len
         x = self.attention_input(features).reshape(n, seq_len, self.dim)
         memory = state[0].reshape(n, len(self.blocks), self.memory, self.dim)
@@ -172,18 +185,31 @@ class AttentionActorCritic(RecurrentActorCritic):
         for index, block in enumerate(self.blocks):
             new_memory.append(torch.cat([memory[:, index], x], 1)[:, -self.memory :])
             x = block(x, memory[:, index], allowed, distance)
-        logits, values = self._heads(x.reshape(n * seq_len, self.dim))
+        outputs = x.reshape(n * seq_len, self.dim)
+        logits = self.policy_output(outputs)
+        values = self.value_output(outputs).squeeze(-1)
+        if self.continuous:
+            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
         return logits, values, [torch.stack(new_memory, 1).reshape(n, -1), new_mask]
 
     def weight_names(self) -> dict[str, str]:
-        names = {
-            **self._trunk_weight_names(),
-            "attention_input.weight": "attention/input/kernel",
-            "attention_input.bias": "attention/input/bias",
-        }
+        names = {} if self.encoder is None else self.encoder.weight_names("shared", "encoder")
+        index = 0
+        for i, module in enumerate(self.shared_body):
+            if isinstance(module, nn.Linear):
+                names[f"shared_body.{i}.weight"] = f"shared/hidden_{index}/kernel"
+                names[f"shared_body.{i}.bias"] = f"shared/hidden_{index}/bias"
+                index += 1
+        names["attention_input.weight"] = "attention/input/kernel"
+        names["attention_input.bias"] = "attention/input/bias"
         for name, _ in self.blocks.named_parameters():
             names[f"blocks.{name}"] = neutral_block_name(name)
-        return {**names, **self._head_weight_names()}
+        for head in ("policy", "value"):
+            names[f"{head}_output.weight"] = f"{head}/output/kernel"
+            names[f"{head}_output.bias"] = f"{head}/output/bias"
+        if self.continuous:
+            names["log_std"] = "policy/log_std"
+        return names
 
 
 _NEUTRAL_LEAF = {"weight": "kernel", "bias": "bias"}

@@ -200,18 +200,12 @@ class ActorCriticMLP(nn.Module):
         bodies = ["shared_body"] if self.shared else ["policy_body", "value_body"]
         for body in bodies:
             names.update(body_weight_names(getattr(self, body), body, body.removesuffix("_body")))
-        return {**names, **head_weight_names(self.continuous)}
-
-
-def head_weight_names(continuous: bool) -> dict[str, str]:
-    """Neutral names of the actor-critic heads ``policy_output``, ``value_output`` (and ``log_std``)."""
-    names = {}
-    for head in ("policy", "value"):
-        names[f"{head}_output.weight"] = f"{head}/output/kernel"
-        names[f"{head}_output.bias"] = f"{head}/output/bias"
-    if continuous:
-        names["log_std"] = "policy/log_std"
-    return names
+        for head in ("policy", "value"):
+            names[f"{head}_output.weight"] = f"{head}/output/kernel"
+            names[f"{head}_output.bias"] = f"{head}/output/bias"
+        if self.continuous:
+            names["log_std"] = "policy/log_std"
+        return names
 
 
 def body_weight_names(body: nn.Sequential, attribute: str, prefix: str) -> dict[str, str]:

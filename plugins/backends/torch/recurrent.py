@@ -22,14 +22,7 @@ import torch
 from torch import nn
 
 from rlgear.blocks.lstm_inference import lstm_input_size
-from rlgear.plugins.backends.torch.models import (
-    ConvEncoder,
-    _dense_stack,
-    _head,
-    body_weight_names,
-    head_weight_names,
-    orthogonal_,
-)
+from rlgear.plugins.backends.torch.models import ConvEncoder, _dense_stack, _head, orthogonal_
 from rlgear.spaces import Discrete, Space
 
 
@@ -84,59 +77,7 @@ class LSTMLayer(nn.Module):
         return torch.stack(outputs, dim=1), (h, c)
 
 
-class RecurrentActorCritic(nn.Module):
-    """What the catalog's recurrent actor-critics share (the LSTM's and the attention memory's):
-    [conv trunk ->] MLP trunk -> the memory -> policy and value heads (``log_std`` for Box actions).
-
-    A subclass builds the trunk (:meth:`_build_trunk`), then its memory, then the heads
-    (:meth:`_build_heads`), in that order, so a seed draws the same weights as before the base
-    existed; its ``forward`` runs :meth:`_trunk`, its memory, then :meth:`_heads`.
-    """
-
-    recurrent = True
-
-    def _build_trunk(
-        self, obs_dim: int, action_space: Space, model_config: Any, encoder: ConvEncoder | None
-    ) -> int:
-        """The conv encoder (registered first: its parameters lead, as on TF) and the MLP trunk; the
-        trunk's output width."""
-        self.encoder = encoder
-        if encoder is not None:
-            obs_dim = encoder.output_dim
-        sizes = list(model_config.hidden_sizes)
-        self.continuous = not isinstance(action_space, Discrete)
-        gain = math.sqrt(2) if model_config.orthogonal_init else None
-        self.shared_body = _dense_stack(obs_dim, sizes, model_config.activation, gain)
-        return sizes[-1] if sizes else obs_dim
-
-    def _build_heads(self, width: int, num_outputs: int, model_config: Any) -> None:
-        ortho = model_config.orthogonal_init
-        head_outputs = num_outputs // 2 if self.continuous else num_outputs
-        self.policy_output = _head(width, head_outputs, 0.01 if ortho else None)
-        self.value_output = _head(width, 1, 1.0 if ortho else None)
-        if self.continuous:
-            self.log_std = nn.Parameter(torch.full((head_outputs,), float(model_config.init_log_std)))
-
-    def _trunk(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.shared_body(obs if self.encoder is None else self.encoder(obs))
-
-    def _heads(self, outputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(dist_inputs, values)`` of the memory's outputs ``[rows, width]``."""
-        logits = self.policy_output(outputs)
-        values = self.value_output(outputs).squeeze(-1)
-        if self.continuous:
-            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
-        return logits, values
-
-    def _trunk_weight_names(self) -> dict[str, str]:
-        names = {} if self.encoder is None else self.encoder.weight_names("shared", "encoder")
-        return {**names, **body_weight_names(self.shared_body, "shared_body", "shared")}
-
-    def _head_weight_names(self) -> dict[str, str]:
-        return head_weight_names(self.continuous)
-
-
-class LSTMActorCritic(RecurrentActorCritic):
+class LSTMActorCritic(nn.Module):
     """[conv trunk ->] MLP trunk (shared by policy and value) -> LSTM -> policy and value heads.
 
     ``forward(obs, state, prev_actions, prev_rewards, seq_len, resets)``: rows are
@@ -144,6 +85,8 @@ class LSTMActorCritic(RecurrentActorCritic):
     ``[h, c]`` at each sequence's start. Returns ``(dist_inputs [N*L, k], values [N*L],
     [h, c] after the last step)``.
     """
+
+    recurrent = True
 
     def __init__(
         self,
@@ -154,13 +97,26 @@ class LSTMActorCritic(RecurrentActorCritic):
         encoder: ConvEncoder | None = None,
     ):
         super().__init__()
+        self.encoder = encoder  # registered first: its parameters lead named_parameters(), as on TF
+        if encoder is not None:
+            obs_dim = encoder.output_dim
+        sizes = list(model_config.hidden_sizes)
+        ortho = model_config.orthogonal_init
         self.action_space = action_space
+        self.continuous = not isinstance(action_space, Discrete)
         self.use_prev_action = bool(model_config.lstm_use_prev_action)
         self.use_prev_reward = bool(model_config.lstm_use_prev_reward)
         self.cell_size = int(model_config.lstm_cell_size)
-        trunk = self._build_trunk(obs_dim, action_space, model_config, encoder)
+        self.shared_body = _dense_stack(
+            obs_dim, sizes, model_config.activation, math.sqrt(2) if ortho else None
+        )
+        trunk = sizes[-1] if sizes else obs_dim
         self.lstm = LSTMLayer(lstm_input_size(trunk, action_space, model_config), self.cell_size)
-        self._build_heads(self.cell_size, num_outputs, model_config)
+        head_outputs = num_outputs // 2 if self.continuous else num_outputs
+        self.policy_output = _head(self.cell_size, head_outputs, 0.01 if ortho else None)
+        self.value_output = _head(self.cell_size, 1, 1.0 if ortho else None)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.full((head_outputs,), float(model_config.init_log_std)))
 
     def forward(
         self,
@@ -171,7 +127,7 @@ class LSTMActorCritic(RecurrentActorCritic):
         seq_len: int = 1,
         resets: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        parts = [self._trunk(obs)]
+        parts = [self.shared_body(obs if self.encoder is None else self.encoder(obs))]
         if self.use_prev_action:
             if self.continuous:
                 parts.append(prev_actions.reshape(obs.shape[0], -1).to(obs.dtype))
@@ -187,14 +143,27 @@ class LSTMActorCritic(RecurrentActorCritic):
             (state[0], state[1]),
             None if resets is None else resets.reshape(n, seq_len),
         )
-        logits, values = self._heads(outputs.reshape(n * seq_len, -1))
+        outputs = outputs.reshape(n * seq_len, -1)
+        logits = self.policy_output(outputs)
+        values = self.value_output(outputs).squeeze(-1)
+        if self.continuous:
+            logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
         return logits, values, [h, c]
 
     def weight_names(self) -> dict[str, str]:
-        return {
-            **self._trunk_weight_names(),
-            "lstm.input_weight": "lstm/kernel",
-            "lstm.recurrent_weight": "lstm/recurrent_kernel",
-            "lstm.bias": "lstm/bias",
-            **self._head_weight_names(),
-        }
+        names = {} if self.encoder is None else self.encoder.weight_names("shared", "encoder")
+        index = 0
+        for i, module in enumerate(self.shared_body):
+            if isinstance(module, nn.Linear):
+                names[f"shared_body.{i}.weight"] = f"shared/hidden_{index}/kernel"
+                names[f"shared_body.{i}.bias"] = f"shared/hidden_{index}/bias"
+                index += 1
+        names["lstm.input_weight"] = "lstm/kernel"
+        names["lstm.recurrent_weight"] = "lstm/recurrent_kernel"
+        names["lstm.bias"] = "lstm/bias"
+        for head in ("policy", "value"):
+            names[f"{head}_output.weight"] = f"{head}/output/kernel"
+            names[f"{head}_output.bias"] = f"{head}/output/bias"
+        if self.continuous:
+            names["log_std"] = "policy/log_std"
+        return names
