@@ -8,6 +8,8 @@ for ``[memory, mask]``.
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import numpy as np
 import pytest
 
@@ -349,7 +351,13 @@ def test_a_checkpoint_evaluates_identically_on_the_other_backend(tmp_path, train
         assert policies[0].state[1].any()
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+NEEDS_ONNX = pytest.mark.skipif(
+    find_spec("onnxscript") is None or find_spec("onnxruntime") is None,
+    reason="ONNX export needs the export extra: pip install 'rlgear[export]'",
+)
+
+
+@pytest.mark.parametrize("fmt", [pytest.param("onnx", marks=NEEDS_ONNX), "torchscript"])
 def test_an_export_carries_the_memory_and_acts_as_the_policy_through_an_episode(tmp_path, fmt):
     """The memory and its mask are the graph's ``state_in.*``/``state_out.*``; fed back for more steps
     than the memory holds (the window slides) with an episode restarting mid-way in some rows, the
