@@ -21,9 +21,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv
+from rlgear.errors import ConfigError
 from rlgear.sampling.agents import OneAgentEnv
 from rlgear.spaces import Discrete, MultiDiscrete, Space
 from rlgear.timestep import StepType, TimeStep
@@ -57,8 +59,6 @@ class EnvPoolAsyncEnv(MultiAgentVectorEnv):
             #: envpool's frame stacks (Atari) are channels first; rlgear's conv trunk reads [H, W, C]
             self.channels_last = len(pool_space.shape) == 3 and "stack_num" in self.pool.config
             if self.channels_last:
-                import gymnasium as gym
-
                 pool_space = gym.spaces.Box(
                     np.moveaxis(pool_space.low, 0, -1),
                     np.moveaxis(pool_space.high, 0, -1),
@@ -147,8 +147,6 @@ class EnvPoolAsyncEnv(MultiAgentVectorEnv):
 
 def check_batch_size(batch_size: Any, num_envs: int) -> int | None:
     """``env.kwargs.batch_size`` as the async batch (None: sync mode, every env steps at once)."""
-    from rlgear.errors import ConfigError
-
     if batch_size is None:
         return None
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs:
