@@ -11,6 +11,10 @@ import pytest
 
 # Hooks registered by other installed packages must not change what the tests measure.
 os.environ.setdefault("RLGEAR_DISABLE_PLUGIN_AUTOLOAD", "1")
+# Ray workers at the test process's priority, as rlgear's own init_ray starts them, also for the
+# tests that start a ray.cluster_utils.Cluster: Ray's default niceness of 15 lets the other xdist
+# process starve them.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 
 def installed(module: str) -> bool:

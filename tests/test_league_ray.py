@@ -71,7 +71,8 @@ def test_remote_workers_play_the_league_and_the_driver_records_each_game_once(tm
 def test_a_ppo_league_on_two_remote_workers_beats_a_random_player_at_tictactoe(tmp_path, ray_session):
     """tests/test_learning_league.py's league (seed 0, 30 iterations) with its games played by 2 remote
     workers of 4 games per player each. Measured 29 Nov 2026: main_0 scored 0.84 in the league's
-    evaluation and 0.86 in the 200 games on PettingZoo's env (139 s on the loaded 2-core machine);
+    evaluation and 0.86 in the 200 games on PettingZoo's env (23 s on the loaded 2-core machine since
+    the workers run unniced, 139-205 s at Ray's default niceness of 15);
     the in-process league of that file scores 0.79 and 0.78. Target 0.7 for both, as there."""
     import rlgear
     from tests.test_learning_league import league_raw, points_against_random

@@ -186,6 +186,26 @@ def test_without_an_address_a_run_starts_its_own_ray_even_beside_a_running_clust
         shutdown_ray(force=True)
 
 
+def test_the_ray_a_run_starts_runs_its_workers_at_the_drivers_priority(monkeypatch):
+    """Ray renices its workers to 15 unless told otherwise; rlgear's sampling workers must not lose
+    the CPU to every other process on the machine (ray_session._RAY_ENV)."""
+    import ray
+
+    from rlgear.distributed.ray_session import init_ray, shutdown_ray
+
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)  # as in a user's shell (conftest sets it)
+
+    @ray.remote(num_cpus=1)
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+
+    try:
+        assert init_ray(num_cpus=1) is True
+        assert ray.get(niceness.remote(), timeout=120) == os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        shutdown_ray(force=True)
+
+
 def test_a_tune_trial_whose_node_is_lost_restarts_from_its_checkpoint_on_a_live_node(cluster, tmp_path):
     """Trials as Ray actors (tune.executor: ray): losing the node is not a trial failure (max_failures 0)."""
     import copy
