@@ -145,3 +145,46 @@ class TurnsAECEnv(AECEnv):
         self.agent_selection = live[0] if live else agent
         self._accumulate_rewards()
         self._deads_step_first()
+
+
+class BrittleStateParallelEnv(ParallelEnv):
+    """Two agents with a global state ``[step, 7]`` that ``state()`` cannot give once the episode has
+    terminated (as PettingZoo's multiwalker, which removes a fallen walker's body), nor at step
+    ``break_at`` when it is set. Every agent is terminated at step ``end_at``; observations ``[step]``.
+    """
+
+    metadata = {"name": "brittle_state_v0", "render_modes": []}
+
+    def __init__(self, end_at: int = 3, break_at: int | None = None) -> None:
+        self.possible_agents = ["a", "b"]
+        self.end_at, self.break_at = end_at, break_at
+        self.state_space = spaces.Box(-100.0, 100.0, (2,), np.float32)
+        self.agents: list[str] = []
+        self.t = 0
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return spaces.Box(0.0, 100.0, (1,), np.float32)
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return spaces.Discrete(2)
+
+    def state(self) -> np.ndarray:
+        if not self.agents or self.t == self.break_at:
+            raise AttributeError("'NoneType' object has no attribute 'position'")
+        return np.array([self.t, 7.0], dtype=np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.t, self.agents = 0, list(self.possible_agents)
+        return {a: np.array([0.0], np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        self.t += 1
+        done = self.t >= self.end_at
+        observations = {a: np.array([self.t], np.float32) for a in self.agents}
+        rewards = {a: 1.0 for a in self.agents}
+        terminations = {a: done for a in self.agents}
+        truncations = {a: False for a in self.agents}
+        infos: dict[str, dict] = {a: {} for a in self.agents}
+        if done:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos

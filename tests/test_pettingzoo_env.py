@@ -394,3 +394,33 @@ def test_the_example_of_the_env_adapters_page_runs():
     code = blocks[0].split("```", 1)[0]
     assert "check_multi_agent_env(env" in code
     exec(compile(code, "docs/plugins/envs.md", "exec"), {})
+
+
+def test_a_state_the_env_cannot_give_after_a_termination_is_zeros_and_mid_episode_an_error():
+    """PettingZoo's multiwalker raises in state() once a fallen walker's body is gone, at the
+    termination: nothing bootstraps from that state, so the slot gets zeros and the run goes on. The
+    same failure mid-episode stops the run naming the env and the cause."""
+    from rlgear.errors import EnvDataError
+
+    env = make("tests.pettingzoo_envs:BrittleStateParallelEnv", 2, end_at=3)
+    assert env.state_space is not None
+    ts = env.reset(seed=0)
+    np.testing.assert_array_equal(ts.state, [[0.0, 7.0], [0.0, 7.0]])
+    for t in (1, 2):
+        ts = env.step({a: np.zeros(2, np.int64) for a in env.possible_agents})
+        np.testing.assert_array_equal(ts.state, [[t, 7.0], [t, 7.0]])
+    ts = env.step({a: np.zeros(2, np.int64) for a in env.possible_agents})
+    assert ts.episode_end.all() and all(ts.steps[a].discount.tolist() == [0.0, 0.0] for a in ts.steps)
+    np.testing.assert_array_equal(ts.state, np.zeros((2, 2)))
+    ts = env.step({a: np.zeros(2, np.int64) for a in env.possible_agents})  # the slots reset
+    np.testing.assert_array_equal(ts.state, [[0.0, 7.0], [0.0, 7.0]])
+
+    broken = make("tests.pettingzoo_envs:BrittleStateParallelEnv", 1, end_at=5, break_at=2)
+    broken.reset(seed=0)
+    broken.step({a: np.zeros(1, np.int64) for a in broken.possible_agents})
+    with pytest.raises(
+        EnvDataError,
+        match=r"env tests.pettingzoo_envs:BrittleStateParallelEnv: its state\(\) raised "
+        r"AttributeError: 'NoneType' object has no attribute 'position' \(env slot 0, mid-episode\)",
+    ):
+        broken.step({a: np.zeros(1, np.int64) for a in broken.possible_agents})

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlgear.env import MultiAgentTimeStep, MultiAgentVectorEnv
-from rlgear.errors import ConfigError, NonFiniteError
+from rlgear.errors import ConfigError, EnvDataError, NonFiniteError
 from rlgear.spaces import (
     Box,
     Dict,
@@ -189,8 +189,16 @@ class StepArrays:
             steps=steps,
             active=self.active,
             episode_end=self.episode_end,
-            state=None if states is None else states(),
+            state=None if states is None else states(self.terminated()),
         )
+
+    def terminated(self) -> np.ndarray:
+        """Per slot: its episode ended at this step with every agent that stepped terminated (LAST,
+        discount 0), so nothing bootstraps from the state after it."""
+        done = self.episode_end.copy()
+        for agent, active in self.active.items():
+            done &= ~active | ((self.step_type[agent] == StepType.LAST) & (self.discount[agent] == 0.0))
+        return done
 
 
 def _state_space(env: Any, name: str) -> Space | None:
@@ -280,16 +288,30 @@ class PettingZooVectorEnv(MultiAgentVectorEnv):
             if isinstance(space, Discrete)
         }
 
-    def states(self) -> np.ndarray | None:
-        """Every slot's ``state()`` now, ``[num_envs, ...]`` (a fresh array), or None without a state."""
+    def states(self, terminated: np.ndarray | None = None) -> np.ndarray | None:
+        """Every slot's ``state()`` now, ``[num_envs, ...]`` (a fresh array), or None without a state.
+
+        Some envs cannot give a state once their episode has ended (PettingZoo's multiwalker removes a
+        fallen walker's body, and its ``state()`` then raises). A slot in ``terminated`` whose
+        ``state()`` raises gets zeros: nothing bootstraps from the state after a termination, so no
+        centralised value or mixer reads it. Anywhere else the failure stops the run naming the env.
+        """
         if self.state_space is None:
             return None
-        return np.stack(
-            [
-                np.asarray(env.state(), dtype=getattr(self.state_space, "dtype", np.float32))
-                for env in self.envs
-            ]
-        )
+        dtype = getattr(self.state_space, "dtype", np.float32)
+        rows = []
+        for slot, env in enumerate(self.envs):
+            try:
+                rows.append(np.asarray(env.state(), dtype=dtype))
+            except Exception as err:
+                if terminated is None or not terminated[slot]:
+                    raise EnvDataError(
+                        f"env {self.name}: its state() raised {type(err).__name__}: {err} (env slot {slot}, "
+                        "mid-episode). rlgear reads the global state of an env that declares a state_space "
+                        "after every step (centralised critics and mixers use it)"
+                    ) from err
+                rows.append(np.zeros(self.state_space.shape, dtype=dtype))
+        return np.stack(rows)
 
     def zero_actions(self, agent: str) -> np.ndarray:
         """Fresh zero prev_action rows for ``agent`` (every slot)."""
