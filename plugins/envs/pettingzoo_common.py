@@ -189,7 +189,7 @@ class StepArrays:
             steps=steps,
             active=self.active,
             episode_end=self.episode_end,
-            state=None if states is None else states(self.terminated()),
+            state=None if states is None or self._env.state_space is None else states(self.terminated()),
         )
 
     def terminated(self) -> np.ndarray:
