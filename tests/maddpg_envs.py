@@ -10,6 +10,10 @@ factories).
   neither sees the other, so they must settle on one convention (e.g. ``g / 2`` each); an agent
   that moves its own position to ``g`` is wrong by the other's position. Random play returns about
   ``-8`` per 8-step episode, the optimum about ``-1``.
+- :func:`make_uneven_line_sum`: the line task with agents whose actions differ in width and bounds:
+  ``a`` moves by its one action in ``[-1, 1]``, ``b`` acts in ``Box(-0.5, 0.5, (2,))`` and moves by
+  twice its first component (its second does nothing). ``step`` asserts that each agent receives
+  an action of its own shape within its own bounds (what agent grouping's padding must ensure).
 - :func:`make_box_late_join`: :class:`tests.multi_agent_envs.LateJoinEnv`'s timing (``a`` from the
   reset, ``b`` from step 2, ``a`` terminates at step 3, the env truncates at 5) with Box actions
   of shape ``(2,)``, logging the actions each agent received (for agent-group tests).
@@ -105,3 +109,25 @@ class BoxLateJoinEnv(LateJoinEnv):
 
 def make_box_late_join(num_envs: int) -> BoxLateJoinEnv:
     return BoxLateJoinEnv(num_envs)
+
+
+class UnevenLineSumEnv(LineSumEnv):
+    """See :func:`make_uneven_line_sum`."""
+
+    def __init__(self, num_envs: int):
+        super().__init__(num_envs)
+        self.action_spaces = {
+            "a": Box(np.full(1, -1.0), np.full(1, 1.0)),
+            "b": Box(np.full(2, -0.5), np.full(2, 0.5)),
+        }
+
+    def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
+        for agent, space in self.action_spaces.items():
+            action = np.asarray(actions[agent])
+            assert action.shape == (self.num_envs, *space.shape), (agent, action.shape)
+            assert np.all((action >= space.low) & (action <= space.high)), (agent, action)
+        return super().step({"a": actions["a"], "b": 2.0 * np.asarray(actions["b"])[:, :1]})
+
+
+def make_uneven_line_sum(num_envs: int) -> UnevenLineSumEnv:
+    return UnevenLineSumEnv(num_envs)

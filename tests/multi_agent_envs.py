@@ -250,3 +250,20 @@ def make_not_an_env(num_envs: int) -> list:
 
 def make_wrong_count(num_envs: int) -> MatchEnv:
     return MatchEnv(num_envs + 1)
+
+
+class UnevenMatchEnv(MatchEnv):
+    """:class:`MatchEnv` where ``a`` has two actions (``b`` keeps four); ``step`` asserts that ``a``
+    never receives an action outside its own (what agent grouping's action masks must ensure)."""
+
+    def __init__(self, num_envs: int):
+        super().__init__(num_envs)
+        self.action_spaces = {"a": Discrete(2), "b": Discrete(4)}
+
+    def step(self, actions: dict[str, np.ndarray]) -> MultiAgentTimeStep:
+        assert np.all((np.asarray(actions["a"]) >= 0) & (np.asarray(actions["a"]) < 2)), actions["a"]
+        return super().step(actions)
+
+
+def make_uneven_match(num_envs: int) -> UnevenMatchEnv:
+    return UnevenMatchEnv(num_envs)

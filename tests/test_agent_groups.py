@@ -13,6 +13,7 @@ import pytest
 
 from rlgear.env import MultiAgentTimeStep
 from rlgear.errors import ConfigError
+from rlgear.preprocessing import ACTION_MASK_KEY
 from rlgear.sampling.agent_groups import AgentGroups, team_layout
 from rlgear.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete
 from rlgear.testing import check_vector_env
@@ -207,22 +208,79 @@ def test_a_box_team_hands_each_agent_its_row_even_while_absent_and_restarts_prev
     [
         ({"a": Box(np.full(1, -1.0), np.full(1, 1.0)), "b": Discrete(2)}, r"a: Box.*b: Discrete"),
         (
-            {"a": Box(np.full(1, -1.0), np.full(1, 1.0)), "b": Box(np.full(2, -1.0), np.full(2, 1.0))},
-            "b: Box",
-        ),
-        (
-            {"a": Box(np.full(1, -1.0), np.full(1, 1.0)), "b": Box(np.full(1, -2.0), np.full(1, 2.0))},
-            "same bounds",
-        ),
-        (
             {"a": Box(-np.ones((1, 2)), np.ones((1, 2))), "b": Box(-np.ones((1, 2)), np.ones((1, 2)))},
             "one-dimensional",
         ),
     ],
-    ids=["mixed", "unequal-shape", "unequal-bounds", "two-dimensional"],
+    ids=["mixed", "two-dimensional"],
 )
 def test_unequal_or_mixed_action_spaces_are_refused_naming_the_agents(spaces, match):
     env = make_line_sum(2)
     env.action_spaces = spaces
     with pytest.raises(ConfigError, match=match):
         AgentGroups(env)
+
+
+# --- agents whose action spaces differ in size (MPE's simple_speaker_listener) -------------------
+def test_box_agents_of_different_widths_and_bounds_act_in_a_padded_team_box():
+    """The team Box holds each agent's bounds in its first columns, padding pinned to [0, 0]; each
+    agent receives its own columns only."""
+    inner = make_box_late_join(1)
+    inner.action_spaces = {
+        "a": Box(np.full(1, -1.0), np.full(1, 1.0)),
+        "b": Box(np.full(3, -2.0), np.full(3, 2.0)),
+    }
+    env = AgentGroups(inner)
+    assert env.action_space == Box(
+        np.array([[-1.0, 0.0, 0.0], [-2.0, -2.0, -2.0]]), np.array([[1.0, 0.0, 0.0], [2.0, 2.0, 2.0]])
+    )
+    assert env.reset().prev_action.shape == (1, 2, 3)
+    ts = env.step(np.array([[[0.5, 0.0, 0.0], [1.0, -1.5, 0.25]]], np.float32))
+    assert inner.received[0]["a"].shape == (1, 1)
+    np.testing.assert_array_equal(inner.received[0]["a"], [[0.5]])
+    np.testing.assert_array_equal(inner.received[0]["b"], [[1.0, -1.5, 0.25]])
+    np.testing.assert_array_equal(ts.prev_action, [[[0.5, 0.0, 0.0], [1.0, -1.5, 0.25]]])
+
+
+def test_a_box_team_with_different_bounds_per_agent_keeps_the_vector_env_contract():
+    inner = make_line_sum(3)
+    inner.action_spaces["b"] = Box(np.full(1, -0.5), np.full(1, 0.5))
+    env = AgentGroups(inner)
+    assert env.action_space == Box(np.array([[-1.0], [-0.5]]), np.array([[1.0], [0.5]]))
+    check_vector_env(env)
+
+
+def test_discrete_agents_with_fewer_actions_have_the_rest_masked_even_while_absent():
+    """LateJoinEnv with ``a``: Discrete(2), ``b``: Discrete(5): the team acts in MultiDiscrete([5, 5])
+    and ``a``'s actions 2-4 are never allowed; ``b`` (absent at steps 0-1) may take any of its own."""
+
+    inner = make_late_join(2)
+    inner.action_spaces = {"a": Discrete(2), "b": Discrete(5)}
+    env = AgentGroups(inner)
+    assert env.action_space == MultiDiscrete([5, 5])
+    assert env.observation_space[ACTION_MASK_KEY] == MultiBinary(10)
+    expected = np.array([[True, True, False, False, False], [True] * 5])
+    ts = env.reset()
+    for _ in range(6):
+        mask = np.asarray(ts.observation[ACTION_MASK_KEY], bool).reshape(2, 2, 5)
+        np.testing.assert_array_equal(mask, np.broadcast_to(expected, (2, 2, 5)))
+        ts = env.step(np.array([[1, 4], [0, 3]]))
+    match = make_match(3)
+    match.action_spaces["a"] = Discrete(2)
+    check_vector_env(AgentGroups(match))
+
+
+def test_an_agents_own_mask_is_kept_and_its_padding_masked():
+    """MaskedMatch (``a`` masks its 4 actions) with ``b`` acting in Discrete(6): ``a``'s block is its
+    own mask then two disallowed actions; ``b``'s allows all 6."""
+    inner = MaskedMatch(2)
+    inner.action_spaces = {"a": Discrete(4), "b": Discrete(6)}
+    env = AgentGroups(inner)
+    assert env.action_space == MultiDiscrete([6, 6])
+    ts = env.reset(seed=0)
+    mask = np.asarray(ts.observation[ACTION_MASK_KEY], bool).reshape(2, 2, 6)
+    own = np.eye(4, dtype=bool)[inner.target]
+    own[:, 0] = True
+    np.testing.assert_array_equal(mask[:, 0, :4], own)
+    np.testing.assert_array_equal(mask[:, 0, 4:], False)
+    np.testing.assert_array_equal(mask[:, 1], True)

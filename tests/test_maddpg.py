@@ -14,7 +14,7 @@ from rlgear.discovery import registry
 from rlgear.errors import RLGearError
 from rlgear.sampling.agent_groups import AgentGroups
 from tests.conftest import BACKENDS, needs_tf
-from tests.maddpg_envs import make_line_sum
+from tests.maddpg_envs import make_line_sum, make_uneven_line_sum
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
@@ -160,6 +160,28 @@ def test_a_run_groups_the_team_replays_joint_actions_and_learns(backend, algorit
         assert all(name.startswith(("policy/", "q/")) for name in weights)
         assert weights["policy/hidden_0/kernel"].shape == (2 + 2, 16)  # own observation + agent id
         assert weights["q/hidden_0/kernel"].shape == ((2 if algorithm == "matd3" else 1), 3 + 2, 16)
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_agents_of_different_action_widths_act_and_learn_with_the_padding_zeroed(backend):
+    """``a`` acts in Box(1), ``b`` in Box(2) with other bounds: the env asserts each receives its
+    own shape within its bounds; the replayed team actions and the greedy ones have a's padding 0."""
+    trainer = trainer_of(maddpg_config(env="tests.maddpg_envs:make_uneven_line_sum", backend=backend))
+    try:
+        for _ in range(3):
+            result = trainer.train()
+        assert result["learner/num_grad_updates"] > 0
+        assert np.isfinite(result["learner/critic_loss"]) and np.isfinite(result["learner/actor_loss"])
+        rows = trainer.replay_buffer.sample(16)
+        assert rows["actions"].shape == (16, 2, 2)
+        np.testing.assert_array_equal(rows["actions"][:, 0, 1], 0.0)
+        assert np.abs(rows["actions"][:, 1]).max() <= 0.5 and np.abs(rows["actions"][:, 1, 1]).max() > 0
+        timestep = AgentGroups(make_uneven_line_sum(8)).reset(seed=1)
+        greedy, _, _ = trainer.policy.compute_actions(timestep, None, explore=False)
+        np.testing.assert_array_equal(greedy[:, 0, 1], 0.0)
+        np.testing.assert_array_equal(trainer.policy.greedy_actions(timestep.observation)[:, 0, 1], 0.0)
     finally:
         trainer.stop()
 

@@ -42,17 +42,21 @@ from tests.test_offpolicy_loss_reference import (
 
 N, AGENTS, OBS_DIM, STATE_DIM, ACTIONS = 20, 3, 2, 5, 2
 WIDTH = 1 + max(OBS_DIM, STATE_DIM)
-LOW = np.array([-2.0, -1.0])  # each agent's action bounds (A = 2)
-HIGH = np.array([2.0, 3.0])
+LOW = np.tile([-2.0, -1.0], (AGENTS, 1))  # each agent's action bounds [n, A] (A = 2)
+HIGH = np.tile([2.0, 3.0], (AGENTS, 1))
+#: Agents of different action widths, as agent grouping pads them: the last agent acts in one
+#: dimension, its second column padding pinned to [0, 0] (and other bounds than the first agents').
+UNEQUAL_LOW = np.array([[-2.0, -1.0], [-2.0, -1.0], [-0.5, 0.0]])
+UNEQUAL_HIGH = np.array([[2.0, 3.0], [2.0, 3.0], [1.5, 0.0]])
 
 
-def team_spaces() -> tuple[Box, Box]:
+def team_spaces(low_actions=LOW, high_actions=HIGH) -> tuple[Box, Box]:
     """A team observation ``[n + 1, W]`` as agent grouping makes it, and the team's Box ``[n, A]``."""
     low, high = np.zeros((AGENTS + 1, WIDTH)), np.zeros((AGENTS + 1, WIDTH))
     high[:AGENTS, 0] = 1.0
     low[:AGENTS, 1 : 1 + OBS_DIM], high[:AGENTS, 1 : 1 + OBS_DIM] = -np.inf, np.inf
     low[AGENTS, 1 : 1 + STATE_DIM], high[AGENTS, 1 : 1 + STATE_DIM] = -np.inf, np.inf
-    return Box(low, high), Box(np.tile(LOW, (AGENTS, 1)), np.tile(HIGH, (AGENTS, 1)))
+    return Box(low, high), Box(low_actions, high_actions)
 
 
 def team_observations(rng: np.random.Generator) -> np.ndarray:
@@ -65,11 +69,11 @@ def team_observations(rng: np.random.Generator) -> np.ndarray:
     return obs
 
 
-def transitions(seed=0, weights=False):
+def transitions(seed=0, weights=False, low=LOW, high=HIGH):
     rng = np.random.default_rng(seed)
     columns = {
         SB.OBS: team_observations(rng),
-        SB.ACTIONS: rng.uniform(LOW, HIGH, size=(N, AGENTS, ACTIONS)).astype(np.float32),
+        SB.ACTIONS: rng.uniform(low, high, size=(N, AGENTS, ACTIONS)).astype(np.float32),
         SB.REWARDS: (3.0 * rng.normal(size=N)).astype(np.float32),
         NEXT_OBS: team_observations(rng),
         SB.DISCOUNTS: (0.97 * (rng.random(N) > 0.25)).astype(np.float32),  # gamma**k, 0 after a terminal
@@ -91,22 +95,27 @@ def split(obs, agent_id):
     return agents, obs[:, AGENTS, 1 : 1 + STATE_DIM], obs[:, :AGENTS, 0]
 
 
-def actor(weights, inputs):
-    """``[B, n, A]``: the shared actor on every agent's row, one agent at a time."""
-    return np.stack([np.tanh(actor_output(weights, inputs[:, a])) for a in range(AGENTS)], axis=1)
+def actor(weights, inputs, low=LOW, high=HIGH):
+    """``[B, n, A]``: the shared actor on every agent's row, one agent at a time; an agent's padding
+    columns (bounds ``[0, 0]``) are zeros."""
+    out = np.stack([np.tanh(actor_output(weights, inputs[:, a])) for a in range(AGENTS)], axis=1)
+    return out * (high > low)
 
 
-def scaled(env_actions):
-    return (np.asarray(env_actions, np.float64) - LOW) / ((HIGH - LOW) / 2) - 1.0
+def scaled(env_actions, low=LOW, high=HIGH):
+    """Env actions in ``[-1, 1]``, padding columns zero."""
+    own = high > low
+    half = np.where(own, (high - low) / 2, 1.0)
+    return np.where(own, (np.asarray(env_actions, np.float64) - low) / half - 1.0, 0.0)
 
 
 def team_q(weights, state, joint):
     return critic_values(weights, state, joint.reshape(len(joint), -1))
 
 
-def maddpg_actor_loss(weights, inputs, state, present, replayed):
+def maddpg_actor_loss(weights, inputs, state, present, replayed, low=LOW, high=HIGH):
     """MADDPG: per agent, only its own action from the actor; the others' as replayed."""
-    mu = actor(weights, inputs)
+    mu = actor(weights, inputs, low, high)
     total = 0.0
     for a in range(AGENTS):
         joint = replayed.copy()
@@ -115,24 +124,26 @@ def maddpg_actor_loss(weights, inputs, state, present, replayed):
     return -total / max(present.sum(), 1.0)
 
 
-def joint_ddpg_actor_loss(weights, inputs, state, present, replayed):
+def joint_ddpg_actor_loss(weights, inputs, state, present, replayed, low=LOW, high=HIGH):
     """The planted bug: DDPG on the joint action, every agent's action replaced by the actor's at once."""
     joint = actor(weights, inputs) * present[..., None]
     return -team_q(weights, state, joint)[0].mean()
 
 
-def maddpg_reference(weights, target, batch, training, noise, update_actor, actor_loss=maddpg_actor_loss):
+def maddpg_reference(
+    weights, target, batch, training, noise, update_actor, actor_loss=maddpg_actor_loss, low=LOW, high=HIGH
+):
     inputs, state, present = split(batch[SB.OBS], training.agent_id)
     next_inputs, next_state, next_present = split(batch[NEXT_OBS], training.agent_id)
-    next_actions = actor(target, next_inputs)
+    next_actions = actor(target, next_inputs, low, high)
     if training.target_noise > 0:
         clip = training.target_noise_clip
         smoothing = np.clip(training.target_noise * np.asarray(noise, np.float64), -clip, clip)
-        next_actions = np.clip(next_actions + smoothing, -1.0, 1.0)
+        next_actions = np.clip(next_actions + smoothing, -1.0, 1.0) * (high > low)  # padding stays 0
     next_actions = next_actions * next_present[..., None]
     next_q = team_q(target, next_state, next_actions).min(axis=0)
     targets = batch[SB.REWARDS] + batch[SB.DISCOUNTS] * next_q
-    replayed = scaled(batch[SB.ACTIONS]) * present[..., None]
+    replayed = scaled(batch[SB.ACTIONS], low, high) * present[..., None]
     q_taken = team_q(weights, state, replayed)
     critic_loss, td = critic_loss_and_td(q_taken, targets, batch)
     losses = {"q/": critic_loss}
@@ -143,7 +154,9 @@ def maddpg_reference(weights, target, batch, training, noise, update_actor, acto
         "mean_td_error": td.mean(),
     }
     if update_actor:
-        losses["policy/"] = stats["actor_loss"] = actor_loss(weights, inputs, state, present, replayed)
+        losses["policy/"] = stats["actor_loss"] = actor_loss(
+            weights, inputs, state, present, replayed, low, high
+        )
     stats["total_loss"] = sum(losses.values())
     return losses, stats, td
 
@@ -151,40 +164,42 @@ def maddpg_reference(weights, target, batch, training, noise, update_actor, acto
 # ----------------------------------------------------------------------------- the cases
 
 
-def build(tmp_path, algorithm, training, backend):
+def build(tmp_path, algorithm, training, backend, low=LOW, high=HIGH):
     base = {"optimizer": "sgd", "lr": 0.05, "grad_clip": None, "train_batch_size": N, "learning_starts": 0}
     config = resolve(
         tmp_path, algorithm, {**base, **training}, {"activation": "relu", "hidden_sizes": [8, 6]}, env="x"
     )
-    policy = make_policy(config, backend, *team_spaces())
+    policy = make_policy(config, backend, *team_spaces(low, high))
     policy.set_weights(random_weights(policy.get_weights(), seed=1, gain=1.5))
     policy.set_target_weights(random_weights(policy.get_target_weights(), seed=2, gain=1.5))
     return policy
 
 
 CASES = {
-    # name: (algorithm, training)
+    # name: (algorithm, training[, (low, high) of the team's actions])
     "maddpg": ("maddpg", {}),
     "maddpg-no-agent-id": ("maddpg", {"agent_id": False}),
     "matd3": ("matd3", {}),
     "matd3-noise-clipped": ("matd3", {"target_noise": 0.8, "target_noise_clip": 0.3}),
     "maddpg-twin-importance-weights": ("maddpg", {"twin_q": True, "prioritized_replay": True}),
+    "maddpg-unequal-action-widths": ("maddpg", {}, (UNEQUAL_LOW, UNEQUAL_HIGH)),
+    "matd3-unequal-action-widths": ("matd3", {"target_noise": 0.8}, (UNEQUAL_LOW, UNEQUAL_HIGH)),
 }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_maddpg_losses_td_errors_and_update_match_the_numpy_reference(tmp_path, case, backend):
-    algorithm, training = CASES[case]
-    policy = build(tmp_path, algorithm, {"tau": 0.1, **training}, backend)
+    algorithm, training, (low, high) = (*CASES[case], (LOW, HIGH))[:3]
+    policy = build(tmp_path, algorithm, {"tau": 0.1, **training}, backend, low, high)
     config = policy.config.training
-    batch = transitions(weights=config.prioritized_replay)
+    batch = transitions(weights=config.prioritized_replay, low=low, high=high)
     for step in range(config.policy_delay + 1):
         update_actor = (step + 1) % config.policy_delay == 0
 
         def reference(weights, target, update_actor=update_actor):
             noise = None if policy.last_noise is None else np.asarray(policy.last_noise)
-            return maddpg_reference(weights, target, batch, config, noise, update_actor)
+            return maddpg_reference(weights, target, batch, config, noise, update_actor, low=low, high=high)
 
         before = policy.get_weights()
         stats = check_step(policy, batch, reference, tau=0.1 if update_actor else 0.0)

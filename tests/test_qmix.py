@@ -107,8 +107,25 @@ def test_a_single_agent_env_runs_as_a_team_of_one():
 
 
 def test_agents_with_different_action_spaces_are_refused_naming_them():
-    with pytest.raises(RLGearError, match="same Discrete action space"):
+    with pytest.raises(RLGearError, match=r"every agent to act in a Discrete space.*box: Box.*disc: Discrete"):
         trainer_of(qmix_config(env="tests.multi_agent_envs:make_mixed"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_agent_with_fewer_actions_never_takes_the_padding_ones(backend):
+    """UnevenMatchEnv: ``a`` has 2 actions, ``b`` 4; the team acts in MultiDiscrete([4, 4]) with a's
+    actions 2-3 masked, exploring uniformly at first (the env asserts a's actions are its own)."""
+    trainer = trainer_of(qmix_config(env="tests.multi_agent_envs:make_uneven_match", backend=backend))
+    try:
+        for _ in range(4):
+            result = trainer.train()
+        assert result["learner/num_grad_updates"] > 0 and np.isfinite(result["learner/total_loss"])
+        rows = trainer.replay_buffer.sample(8)
+        filled = rows["ep_filled"] > 0
+        assert rows["ep_actions"][..., 0][filled].max() <= 1 and rows["ep_actions"][..., 1][filled].max() == 3
+        np.testing.assert_array_equal(rows["ep_action_mask"][..., 0, 2:][filled], False)
+    finally:
+        trainer.stop()
 
 
 def test_vdn_is_qmix_with_the_additive_mixer():

@@ -21,15 +21,18 @@ The team's step, for ``n`` agents in ``possible_agents`` order:
   agent's row concatenated. ``W = 1 + max(obs width, state width)``. Columns that are padding have
   bounds pinned to 0, so a model reads the true widths off the space (a plain Box, which survives
   checkpoints' JSON unchanged; a Dict would be flattened by the preprocessor and lose the layout).
-* with agents whose observations carry an ``action_mask``: ``Dict(observation=that Box,
-  action_mask=MultiBinary(n * actions))``, the agents' masks one block each (all allowed for an
-  agent without a mask or absent), which the evaluator's preprocessing reads as the mask of the
-  team's ``MultiDiscrete`` action.
-* action: ``MultiDiscrete([actions] * n)`` when every agent has the same ``Discrete`` space; a
-  ``Box`` ``[n, A]`` (the agents' bounds stacked) when every agent has the same one-dimensional
-  ``Box`` ``(A,)`` (``maddpg``'s continuous teams). Mixed or unequal action spaces are refused.
-  ``step`` hands agent ``a`` row ``a`` of the team action (ignored by the env while it is absent);
-  ``prev_action`` is the previous joint action (zeros at FIRST), int64 or float32.
+* with agents whose observations carry an ``action_mask``, or agents with different numbers of
+  actions: ``Dict(observation=that Box, action_mask=MultiBinary(n * actions))``, the agents' masks
+  one block each, which the evaluator's preprocessing reads as the mask of the team's
+  ``MultiDiscrete`` action. An agent without a mask, or absent, may take any of its own actions.
+* action: ``MultiDiscrete([K] * n)`` when every agent has a ``Discrete`` space, ``K`` the most
+  actions any agent has: an agent with fewer acts in the first of them, the rest masked out for it
+  (MPE's simple_speaker_listener: a speaker with 3 actions, a listener with 5). A ``Box`` ``[n, A]``
+  when every agent has a one-dimensional ``Box`` (``maddpg``'s continuous teams), ``A`` the widest:
+  row ``a`` holds agent ``a``'s bounds in its first columns, and the rest of the row is padding
+  pinned to ``[0, 0]`` (as the observation's padding). Mixed kinds are refused.
+  ``step`` hands agent ``a`` row ``a`` of the team action, cut to its own width (ignored by the env
+  while it is absent); ``prev_action`` is the previous joint action (zeros at FIRST), int64 or float32.
 * reward: the sum of the agents' rewards of that step (EPyMARL's ``common_reward`` with
   ``reward_scalarisation: sum``), so ``episode_return_mean`` is the team's summed return.
 * step type: LAST at the env's episode end (every agent done), FIRST after it, MID otherwise.
@@ -114,8 +117,11 @@ def team_refusals(config: Any, algorithm: str) -> list[tuple[bool, str, str]]:
 
 
 def team_layout(space: Space) -> TeamLayout:
-    """The layout of a team observation space (the ``Box`` :class:`AgentGroups` makes), or a
-    ValueError saying why ``space`` is not one."""
+    """The layout of a team observation space (the ``Box`` :class:`AgentGroups` makes, alone or as the
+    observation of its Dict with the agents' action masks), or a ValueError saying why ``space`` is
+    not one."""
+    if isinstance(space, Dict) and set(space.keys()) == {OBSERVATION_KEY, ACTION_MASK_KEY}:
+        space = space[OBSERVATION_KEY]
     if not isinstance(space, Box) or len(space.shape) != 2 or space.shape[0] < 2 or space.shape[1] < 2:
         raise ValueError(
             f"expected a team observation (a Box [agents + 1, width] made by agent grouping), got {space!r}"
@@ -125,34 +131,32 @@ def team_layout(space: Space) -> TeamLayout:
     return TeamLayout(space.shape[0] - 1, np.flatnonzero(agents.any(axis=0)), np.flatnonzero(~pinned[-1, 1:]))
 
 
-def _agent_parts(env: MultiAgentVectorEnv) -> tuple[dict[str, ObservationPreprocessor], Space]:
-    """Each agent's preprocessor and the (shared) action space; refuses what cannot be grouped."""
-    agents = tuple(env.possible_agents)
-    spaces = {a: env.action_spaces[a] for a in agents}
-    first = next(iter(spaces.values()))
-    same_discrete = (
-        all(isinstance(s, Discrete) for s in spaces.values()) and len({s.n for s in spaces.values()}) == 1
+def _action_parts(env: MultiAgentVectorEnv) -> tuple[str, list[int], np.ndarray | None, np.ndarray | None]:
+    """``(kind, widths, low, high)`` of the agents' action spaces: kind ``"discrete"`` (widths: each
+    agent's number of actions) or ``"box"`` (widths: each agent's action width; low/high ``[n, A]``,
+    each agent's bounds in its first columns, padding pinned to 0); refuses what cannot be grouped."""
+    spaces = {a: env.action_spaces[a] for a in env.possible_agents}
+    if all(isinstance(s, Discrete) for s in spaces.values()):
+        return "discrete", [int(s.n) for s in spaces.values()], None, None
+    if all(isinstance(s, Box) and len(s.shape) == 1 for s in spaces.values()):
+        widths = [int(s.shape[0]) for s in spaces.values()]
+        low = np.zeros((len(spaces), max(widths)), np.float32)
+        high = np.zeros_like(low)
+        for row, space in enumerate(spaces.values()):
+            low[row, : space.shape[0]], high[row, : space.shape[0]] = space.low, space.high
+        return "box", widths, low, high
+    listed = ", ".join(f"{a}: {s!r}" for a, s in spaces.items())
+    raise ConfigError(
+        "agent grouping needs every agent to act in a Discrete space, or every agent in a "
+        f"one-dimensional Box, got {listed}"
     )
-    same_box = (
-        isinstance(first, Box)
-        and len(first.shape) == 1
-        and all(
-            isinstance(s, Box)
-            and s.shape == first.shape
-            and np.array_equal(s.low, first.low)
-            and np.array_equal(s.high, first.high)
-            for s in spaces.values()
-        )
-    )
-    if not (same_discrete or same_box):
-        listed = ", ".join(f"{a}: {s!r}" for a, s in spaces.items())
-        raise ConfigError(
-            "agent grouping needs every agent to have the same Discrete action space, or the same "
-            f"one-dimensional Box (same bounds), got {listed}"
-        )
+
+
+def _preprocessors(env: MultiAgentVectorEnv) -> dict[str, ObservationPreprocessor]:
+    """Each agent's observation preprocessor; refuses image observations."""
     preprocessors = {}
-    for agent in agents:
-        pre = ObservationPreprocessor(env.observation_spaces[agent], spaces[agent], agent)
+    for agent in env.possible_agents:
+        pre = ObservationPreprocessor(env.observation_spaces[agent], env.action_spaces[agent], agent)
         space = pre.observation_space
         if isinstance(space, Box) and len(space.shape) == 3:
             raise ConfigError(
@@ -160,7 +164,7 @@ def _agent_parts(env: MultiAgentVectorEnv) -> tuple[dict[str, ObservationPreproc
                 f"image {space!r} (conv nets are not supported by agent grouping)"
             )
         preprocessors[agent] = pre
-    return preprocessors, first
+    return preprocessors
 
 
 class AgentGroups(VectorEnv):
@@ -173,12 +177,13 @@ class AgentGroups(VectorEnv):
         self.env = env
         self.num_envs = env.num_envs
         self.agents = tuple(env.possible_agents)
-        self.preprocessors, agent_action_space = _agent_parts(env)
+        self.preprocessors = _preprocessors(env)
+        kind, self.action_widths, action_low, action_high = _action_parts(env)
         n = len(self.agents)
-        #: Box teams: each agent's action width A (the team acts in a Box [n, A]); None when discrete.
-        self.box_actions = agent_action_space.shape[0] if isinstance(agent_action_space, Box) else None
-        #: Discrete teams: each agent's number of actions (0 for a Box team).
-        self.num_actions = 0 if self.box_actions is not None else int(agent_action_space.n)
+        #: Box teams: the widest agent's action width A (the team acts in a Box [n, A]); None when discrete.
+        self.box_actions = max(self.action_widths) if kind == "box" else None
+        #: Discrete teams: the most actions any agent has (0 for a Box team).
+        self.num_actions = max(self.action_widths) if kind == "discrete" else 0
         widths = [flat_dim(p.observation_space) for p in self.preprocessors.values()]
         self.obs_dim = max(widths)
         self.given_state = env.state_space is not None
@@ -191,7 +196,10 @@ class AgentGroups(VectorEnv):
             low[row, 1 : 1 + obs_width], high[row, 1 : 1 + obs_width] = -np.inf, np.inf
         low[n, 1 : 1 + self.state_dim], high[n, 1 : 1 + self.state_dim] = -np.inf, np.inf
         box = Box(low, high)
-        self.has_masks = any(p.mask_width is not None for p in self.preprocessors.values())
+        #: Discrete teams: each agent's own actions (the first of the team's), the rest padding.
+        self._own_actions = np.arange(self.num_actions)[None, :] < np.asarray(self.action_widths)[:, None]
+        padded = kind == "discrete" and not self._own_actions.all()
+        self.has_masks = padded or any(p.mask_width is not None for p in self.preprocessors.values())
         self.observation_space: Space = (
             Dict({OBSERVATION_KEY: box, ACTION_MASK_KEY: MultiBinary(n * self.num_actions)})
             if self.has_masks
@@ -201,9 +209,7 @@ class AgentGroups(VectorEnv):
             self.action_space: Space = MultiDiscrete(np.full(n, self.num_actions, dtype=np.int64))
             self._prev = np.zeros((self.num_envs, n), dtype=np.int64)
         else:
-            low = np.stack([np.asarray(agent_action_space.low, np.float32)] * n)
-            high = np.stack([np.asarray(agent_action_space.high, np.float32)] * n)
-            self.action_space = Box(low, high)
+            self.action_space = Box(action_low, action_high)
             self._prev = np.zeros((self.num_envs, n, self.box_actions), dtype=np.float32)
         self._ended = np.zeros(self.num_envs, dtype=bool)
 
@@ -212,7 +218,7 @@ class AgentGroups(VectorEnv):
         b, n = self.num_envs, len(self.agents)
         end = np.asarray(mts.episode_end, dtype=bool)
         obs = np.zeros(self.observation_box_shape, np.float32)
-        mask = np.ones((b, n, self.num_actions), dtype=bool) if self.has_masks else None
+        mask = np.broadcast_to(self._own_actions, (b, n, self.num_actions)).copy() if self.has_masks else None
         reward = np.zeros(b, np.float64)
         terminated = np.zeros(b, dtype=bool)
         acting_at_end = np.zeros(b, dtype=bool)
@@ -227,7 +233,8 @@ class AgentGroups(VectorEnv):
             obs[:, index, 1 : 1 + flat.shape[1]] = np.where(present[:, None], flat, 0.0)
             if mask is not None and pre.mask_width is not None:
                 agent_mask = pre.action_mask(step.observation)
-                mask[:, index] = np.where(present[:, None], agent_mask, True)
+                own = mask[:, index, : agent_mask.shape[-1]]
+                mask[:, index, : agent_mask.shape[-1]] = np.where(present[:, None], agent_mask, own)
             reward += np.where(active, step.reward, 0.0)
             terminated |= last & (step.discount == 0)
             acting_at_end |= active & end
@@ -269,8 +276,14 @@ class AgentGroups(VectorEnv):
         first = self._ended.copy()  # the slots whose previous step was LAST start over now
         first_rows = first.reshape((self.num_envs,) + (1,) * (actions.ndim - 1))
         self._prev = np.where(first_rows, 0, actions).astype(self._prev.dtype)
-        mts = self.env.step({agent: actions[:, i].copy() for i, agent in enumerate(self.agents)})
+        mts = self.env.step({agent: self._agent_action(actions, i) for i, agent in enumerate(self.agents)})
         return self._team(mts, first)
+
+    def _agent_action(self, actions: np.ndarray, index: int) -> np.ndarray:
+        """Agent ``index``'s part of the team action: its row, cut to its own width in a Box team."""
+        if self.box_actions is None:
+            return actions[:, index].copy()
+        return actions[:, index, : self.action_widths[index]].copy()
 
     # --- delegated ---------------------------------------------------------------------------
     def close(self) -> None:

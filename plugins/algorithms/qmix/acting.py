@@ -147,6 +147,6 @@ def team_spaces(observation_space: Any, action_space: Any) -> tuple[TeamLayout, 
         or len(set(nvec.tolist())) != 1
     ):
         raise TypeError(
-            f"qmix/vdn need the team's MultiDiscrete action (one equal Discrete per agent), got {action_space!r}"
+            f"qmix/vdn need the team's MultiDiscrete action (one Discrete per agent, padded to the largest by agent grouping), got {action_space!r}"
         )
     return layout, int(nvec[0])

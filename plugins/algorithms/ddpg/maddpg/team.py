@@ -32,8 +32,8 @@ def team_spaces(observation_space: Space, action_space: Space) -> tuple[TeamLayo
         or not action_space.bounded
     ):
         raise TypeError(
-            "maddpg needs the team's bounded Box action [agents, A] (one equal one-dimensional Box per "
-            f"agent, grouped by the rollout worker), got {action_space!r}"
+            "maddpg needs the team's bounded Box action [agents, A] (each agent's bounded one-dimensional "
+            f"Box, padded to the widest by the rollout worker's agent grouping), got {action_space!r}"
         )
     return layout, int(action_space.shape[1])
 

@@ -31,6 +31,10 @@ class MADDPGTFPolicy(TeamActing, DDPGTFPolicy):
         # acting works on the flat joint action [B, n x A]; the losses on [B, n, A] (the bounds [n, A])
         self._low_team = tf.constant(self.action_low)
         self._half_range_team = tf.constant(self.action_half_range)
+        # [n, A]: 1 on each agent's own action columns, 0 on the padding of a narrower agent
+        own = self.action_half_range > 0
+        self._own_columns = tf.constant(own.astype(np.float32))
+        self._scale_team = tf.constant(np.where(own, self.action_half_range, 1.0).astype(np.float32))
         self.action_low = self.action_low.reshape(-1)
         self.action_half_range = self.action_half_range.reshape(-1)
 
@@ -103,14 +107,17 @@ class MADDPGTFPolicy(TeamActing, DDPGTFPolicy):
             clip = training.target_noise_clip
             smoothing = tf.clip_by_value(training.target_noise * noise[0], -clip, clip)
             next_actions = tf.clip_by_value(next_actions + smoothing, -1.0, 1.0)
-        next_actions = next_actions * next_present[..., None]
+        next_actions = next_actions * self._own_columns * next_present[..., None]
         next_q = tf.reduce_min(self.team_q_values(next_state, next_actions, "target"), axis=0)
         # rewards: the team's n-step discounted sum; discounts: gamma**k, 0 after a terminal.
         targets = tf.stop_gradient(
             tf.cast(batch[SB.REWARDS], tf.float32) + tf.cast(batch[SB.DISCOUNTS], tf.float32) * next_q
         )
         env_actions = tf.reshape(tf.cast(batch[SB.ACTIONS], tf.float32), [rows, n, width])
-        replayed = ((env_actions - self._low_team) / self._half_range_team - 1.0) * present[..., None]
+        # in [-1, 1]; a narrower agent's padding columns zero (their bounds are [0, 0])
+        replayed = (
+            ((env_actions - self._low_team) / self._scale_team - 1.0) * self._own_columns * present[..., None]
+        )
         q_taken = self.team_q_values(state, replayed)
         loss, td_errors = self.critic_loss(q_taken, targets, batch)
         stats = {
@@ -120,7 +127,7 @@ class MADDPGTFPolicy(TeamActing, DDPGTFPolicy):
             "mean_td_error": tf.reduce_mean(td_errors),
         }
         if update_actor:
-            mu = tf.tanh(self.agent_actor(self.model, inputs))  # [B, n, A]
+            mu = tf.tanh(self.agent_actor(self.model, inputs)) * self._own_columns  # [B, n, A]
             own = tf.reshape(tf.eye(n), [1, n, n, 1])
             joint = own * mu[:, None] + (1.0 - own) * replayed[:, None]  # [B, a, j, A]
             state_dim = self.layout.state_dim  # static, as the critic's input width must be

@@ -2,7 +2,8 @@
 
 Weights as DDPG's (``policy/hidden_<i>/...``, ``policy/output/...``, ``q/...`` stacked ``[K, in, out]``),
 with the actor's input an agent's observation and one-hot index and the critics' input the state
-then the joint action ``[a_1, ..., a_n]`` (each in ``[-1, 1]``, absent agents' zeroed).
+then the joint action ``[a_1, ..., a_n]`` (each in ``[-1, 1]``, absent agents' zeroed, and an
+agent's padding columns zeroed where agents act in Boxes of different widths).
 """
 
 from __future__ import annotations
@@ -35,6 +36,24 @@ class MADDPGTorchPolicy(TeamActing, DDPGTorchPolicy):
         self.action_half_range = self.action_half_range.reshape(-1)
         self._obs_columns = torch.as_tensor(self.layout.obs_columns)
         self._state_columns = torch.as_tensor(self.layout.state_columns)
+        # [n, A]: 1 on each agent's own action columns, 0 on the padding of a narrower agent
+        own = self._half_range_t > 0
+        self._own_columns_t = own.to(torch.float32)
+        self._scale_t = torch.where(own, self._half_range_t, torch.ones_like(self._half_range_t))
+
+    def on_device(self, device: torch.device) -> None:
+        super().on_device(device)
+        self._own_columns_t = self._own_columns_t.to(device)
+        self._scale_t = self._scale_t.to(device)
+
+    def scaled_actions(self, env_actions: torch.Tensor) -> torch.Tensor:
+        """Replayed team actions ``[B, n, A]`` in ``[-1, 1]``, padding columns zero (not 0 / 0)."""
+        scaled = (env_actions.to(torch.float32) - self._low_t) / self._scale_t - 1.0
+        return scaled * self._own_columns_t
+
+    def team_actor(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+        """``tanh(mu(o_a))`` of actor inputs ``[B, n, in]``, each agent's padding columns zero."""
+        return torch.tanh(model.actor(inputs)) * self._own_columns_t
 
     def action_count(self, action_space: Space) -> int:
         """The joint action's width ``n x A`` (the critics' action input and the exploration noise's)."""
@@ -92,7 +111,7 @@ class MADDPGTorchPolicy(TeamActing, DDPGTorchPolicy):
         next_inputs, next_state, next_present = self.split(batch[NEXT_OBS])
         rows, n = present.shape
         with torch.no_grad():
-            next_actions = self.target_actions(next_inputs) * next_present.unsqueeze(-1)
+            next_actions = self.target_actions(next_inputs) * self._own_columns_t * next_present.unsqueeze(-1)
             next_q = self.team_q_values(next_state, next_actions, "target").min(dim=0).values
             # rewards: the team's n-step discounted sum; discounts: gamma**k, 0 after a terminal.
             targets = batch[SB.REWARDS].to(next_q.dtype) + batch[SB.DISCOUNTS].to(next_q.dtype) * next_q
@@ -106,7 +125,7 @@ class MADDPGTorchPolicy(TeamActing, DDPGTorchPolicy):
             "mean_td_error": td_errors.mean(),
         }
         if update_actor:
-            mu = torch.tanh(self.model.actor(inputs))  # [B, n, A]
+            mu = self.team_actor(self.model, inputs)  # [B, n, A]
             # variant a of each row: agent a's action is mu(o_a), every other agent's the replayed one;
             # all n variants as one critic call on [B * n] rows
             own = torch.eye(n, device=mu.device).view(1, n, n, 1)
