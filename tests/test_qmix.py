@@ -107,7 +107,9 @@ def test_a_single_agent_env_runs_as_a_team_of_one():
 
 
 def test_agents_with_different_action_spaces_are_refused_naming_them():
-    with pytest.raises(RLGearError, match=r"every agent to act in a Discrete space.*box: Box.*disc: Discrete"):
+    with pytest.raises(
+        RLGearError, match=r"every agent to act in a Discrete space.*box: Box.*disc: Discrete"
+    ):
         trainer_of(qmix_config(env="tests.multi_agent_envs:make_mixed"))
 
 
@@ -203,8 +205,13 @@ def test_reset_config_takes_new_hyperparameters_but_not_new_networks():
 
 # --- checkpoints, load, evaluate -----------------------------------------------------------------
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_checkpoint_round_trip_resumes_learning_identically(tmp_path, backend):
-    config = qmix_config(backend=backend)
+@pytest.mark.parametrize("standardise", [False, True], ids=["plain", "standardised-rewards"])
+def test_checkpoint_round_trip_resumes_learning_identically(tmp_path, backend, standardise):
+    """With standardise_rewards the reward statistics travel too: the resumed learning steps (which
+    push more rewards into them) give the same loss and weights bit for bit."""
+    config = qmix_config(
+        backend=backend, training={"standardise_rewards": standardise, "bootstrap_truncated": not standardise}
+    )
     trainer = trainer_of(config)
     try:
         for _ in range(2):
@@ -230,6 +237,8 @@ def test_checkpoint_round_trip_resumes_learning_identically(tmp_path, backend):
         for name, value in fresh.policy.get_target_weights().items():
             np.testing.assert_array_equal(value, expected_target[name], err_msg=name)
         assert fresh.policy.epsilon() == expected_epsilon
+        if standardise:
+            assert stats["reward_mean"] == expected["reward_mean"] and fresh.policy.reward_stats.count > 0
     finally:
         fresh.stop()
 

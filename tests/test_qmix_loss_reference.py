@@ -11,6 +11,11 @@
   adding nothing, unfilled steps not counted, terminal and truncated discounts; the loss statistics
   and one plain-SGD update of every weight (``lr x`` the finite-difference gradient of the reference,
   clipped to ``grad_clip`` where set).
+- ``bootstrap_truncated: false``: discount 0 on each episode's last transition (the reference sets it
+  per episode from its filled length).
+- ``standardise_rewards``: the loss on ``(r - mean) / sqrt(var + 1e-8)`` of the filled rewards seen so
+  far (numpy's mean and variance over every minibatch's filled rewards), and the statistics restored
+  exactly from a checkpoint.
 - Monotonicity: dQ_tot/dQ_a >= 0 for random states and weights, for the reference mixer and both
   backends' mixers; a planted variant without the absolute values fails the same check.
 """
@@ -122,6 +127,11 @@ def inputs_of(batch: dict, training) -> np.ndarray:
 
 
 def loss_reference(w, target_w, batch: dict, training) -> tuple[float, dict]:
+    if not training.bootstrap_truncated:  # every episode's return ends at its last transition
+        discounts = batch["ep_discounts"].copy()
+        for row, steps in enumerate(batch["ep_filled"].sum(axis=1).astype(int)):
+            discounts[row, steps - 1] = 0.0
+        batch = {**batch, "ep_discounts": discounts}
     obs = batch["ep_obs"].astype(np.float64)
     present = obs[:, :, :N_AGENTS, 0]
     state = obs[:, :, N_AGENTS, 1 : 1 + STATE_DIM]
@@ -194,8 +204,10 @@ CASES = {
     "qmix-one-layer-hypernets": ("qmix", {"hypernet_layers": 1}),
     "qmix-no-last-action-no-id": ("qmix", {"obs_last_action": False, "obs_agent_id": False}),
     "qmix-grad-clip": ("qmix", {"grad_clip": 0.5}),
+    "qmix-time-limits-end-the-return": ("qmix", {"bootstrap_truncated": False}),
     "vdn": ("vdn", {}),
     "vdn-plain-q": ("vdn", {"double_q": False}),
+    "vdn-time-limits-end-the-return": ("vdn", {"bootstrap_truncated": False}),
 }
 
 
@@ -234,6 +246,76 @@ def test_double_q_and_plain_targets_differ_on_this_batch():
     plain = make_policy("torch", "qmix", {"double_q": False}).config.training
     assert loss_reference(weights, target, batch, double)[0] != pytest.approx(
         loss_reference(weights, target, batch, plain)[0], rel=1e-3
+    )
+
+
+def offset_rewards(batch: dict, scale: float, offset: float) -> dict:
+    """The batch with rewards ``scale * r + offset`` on its filled steps: far from mean 0 and std 1, so
+    standardising them changes the loss."""
+    filled = batch["ep_filled"]
+    return {**batch, "ep_rewards": ((batch["ep_rewards"] * scale + offset) * filled).astype(np.float32)}
+
+
+def standardised(batch: dict, seen: np.ndarray) -> dict:
+    """The reference: the filled rewards standardised by the mean and variance of ``seen``."""
+    filled = batch["ep_filled"] > 0
+    rewards = batch["ep_rewards"].astype(np.float64)
+    scaled = np.where(filled, (rewards - seen.mean()) / np.sqrt(seen.var() + 1e-8), 0.0)
+    return {**batch, "ep_rewards": scaled}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("algorithm", ["qmix", "vdn"])
+def test_standardised_rewards_match_the_reference_and_survive_a_checkpoint(backend, algorithm):
+    policy = make_policy(backend, algorithm, {"standardise_rewards": True})
+    training = policy.config.training
+    weights = {k: v.astype(np.float64) for k, v in policy.get_weights().items()}
+    batch = offset_rewards(episode_batch(), scale=4.0, offset=-3.0)
+    seen = batch["ep_rewards"][batch["ep_filled"] > 0].astype(np.float64)
+    reference_batch = standardised(trimmed(batch), seen)
+    _, expected = loss_reference(weights, weights, reference_batch, training)
+    unscaled_loss, _ = loss_reference(weights, weights, trimmed(batch), training)
+    assert unscaled_loss != pytest.approx(expected["total_loss"], rel=1e-2)  # the option matters here
+    grads = finite_difference_gradient(
+        lambda w: loss_reference(w, weights, reference_batch, training)[0], weights
+    )
+    stats, update = sgd_step(policy, SB(batch))
+    for key, value in expected.items():
+        assert stats[key] == pytest.approx(value, rel=STAT_RTOL, abs=STAT_ATOL), key
+    assert stats["reward_mean"] == pytest.approx(seen.mean(), rel=1e-9)
+    assert stats["reward_std"] == pytest.approx(seen.std(), rel=1e-9)
+    assert_sgd(update, grads, training.lr, training.grad_clip)
+
+    # a second minibatch: the statistics are those of every filled reward seen so far
+    second = offset_rewards(episode_batch(1), scale=2.0, offset=5.0)
+    seen = np.concatenate([seen, second["ep_rewards"][second["ep_filled"] > 0]])
+    policy.learn_on_batch(SB(second))
+    assert policy.reward_stats.count == seen.size
+    assert float(policy.reward_stats.mean) == pytest.approx(seen.mean(), rel=1e-9)
+    assert float(policy.reward_stats.var) == pytest.approx(seen.var(), rel=1e-9)
+
+    # a checkpoint restores them exactly: the restored policy's next step is the original's
+    restored = make_policy(backend, algorithm, {"standardise_rewards": True})
+    restored.set_state(policy.get_state())
+    assert restored.reward_stats.count == policy.reward_stats.count
+    assert float(restored.reward_stats.m2) == float(policy.reward_stats.m2)
+    third = offset_rewards(episode_batch(2), scale=3.0, offset=1.0)
+    expected_stats = policy.learn_on_batch(SB(third))
+    restored_stats = restored.learn_on_batch(SB(third))
+    assert restored_stats["total_loss"] == pytest.approx(expected_stats["total_loss"], rel=1e-6)
+    assert restored_stats["reward_mean"] == expected_stats["reward_mean"]
+
+
+def test_time_limit_ends_and_bootstrapped_ones_differ_on_this_batch():
+    """The batch's odd episodes were truncated (discount 1 at their end): with bootstrap_truncated
+    false their last targets lose the bootstrapped value, so the losses differ."""
+    weights = {k: v.astype(np.float64) for k, v in make_policy("torch", "qmix").get_weights().items()}
+    batch = trimmed(episode_batch())
+    assert batch["ep_discounts"][1, LENGTHS[1] - 1] == 1.0  # truncated
+    bootstrapped = make_policy("torch", "qmix").config.training
+    ended = make_policy("torch", "qmix", {"bootstrap_truncated": False}).config.training
+    assert loss_reference(weights, weights, batch, bootstrapped)[0] != pytest.approx(
+        loss_reference(weights, weights, batch, ended)[0], rel=1e-3
     )
 
 

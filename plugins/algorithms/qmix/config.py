@@ -35,6 +35,20 @@ class QMixConfig(ReplayConfig):
     )
     gamma: float = doc("Discount factor.", 0.99)
     grad_clip: float | None = doc("Clip the global gradient norm to this value (null: off).", 10.0)
+    bootstrap_truncated: bool = doc(
+        "Bootstrap the team's value past an episode the env truncated (a time limit): the targets of "
+        "an infinite-horizon return. false: a truncated episode's last transition gets discount 0, "
+        "the finite-horizon return the limit defines, as EPyMARL's MPE runs did. Needed where "
+        "episodes never terminate (MPE): bootstrapping past the limit, QMIX's values grow without "
+        "bound there (see rlgear.plugins.algorithms.qmix.learning_batch).",
+        True,
+    )
+    standardise_rewards: bool = doc(
+        "Standardise the team rewards the loss sees by running statistics of the replayed rewards, "
+        "(r - mean) / std, as EPyMARL's QMIX (standardise_rewards). Keeps the mixing network out of "
+        "ELU's flat part where rewards are large (MPE); PyMARL's default is off.",
+        False,
+    )
     buffer_size: int = doc("Capacity of the episodic replay buffer, in team episodes.", 5000)
     train_batch_size: int = doc("Team episodes replayed per gradient step.", 32)
     env_steps_per_training_step: int = doc(

@@ -11,8 +11,8 @@ from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.qmix import episodes
 from rlgear.plugins.algorithms.qmix.acting import TeamActing, input_dim, team_spaces
+from rlgear.plugins.algorithms.qmix.learning_batch import LearningBatch
 from rlgear.plugins.backends.tf import Dense, TargetModel, TFPolicy, tf
-from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Space
 
 
@@ -118,7 +118,7 @@ class TeamModel(tf.Module):
         return self.agent.named() + ([] if self.mixer is None else self.mixer.named())
 
 
-class QMixTFPolicy(TargetNetworkState, TeamActing, TargetModel, TFPolicy):
+class QMixTFPolicy(LearningBatch, TargetNetworkState, TeamActing, TargetModel, TFPolicy):
     """The torch ``QMixTorchPolicy`` on TF: numpy acting, one compiled step per minibatch of episodes."""
 
     groups_agents = True
@@ -148,10 +148,6 @@ class QMixTFPolicy(TargetNetworkState, TeamActing, TargetModel, TFPolicy):
 
     def learner_columns(self, loss_columns: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(loss_columns)
-
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        """One gradient step on a minibatch of episodes, cut after its longest one."""
-        return super().learn_on_batch(episodes.trim(batch))
 
     def export_head(self, explore: bool) -> Any:
         raise UnsupportedError(

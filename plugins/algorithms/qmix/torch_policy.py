@@ -19,8 +19,8 @@ from rlgear.blocks.target_network import TargetNetworkState
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.qmix import episodes
 from rlgear.plugins.algorithms.qmix.acting import TeamActing, input_dim, team_spaces
+from rlgear.plugins.algorithms.qmix.learning_batch import LearningBatch
 from rlgear.plugins.backends.torch import TargetModel, TorchPolicy
-from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Space
 
 
@@ -115,7 +115,7 @@ def one_hot_last_actions(actions: torch.Tensor, num_actions: int) -> torch.Tenso
     return torch.cat([torch.zeros_like(one_hot[:, :1]), one_hot[:, :-1]], dim=1)
 
 
-class QMixTorchPolicy(TargetNetworkState, TeamActing, TargetModel, TorchPolicy):
+class QMixTorchPolicy(LearningBatch, TargetNetworkState, TeamActing, TargetModel, TorchPolicy):
     """Acting: the numpy agent network (:mod:`~rlgear.plugins.algorithms.qmix.acting`); learning: one
     gradient step per replayed minibatch of episodes on the mixed TD loss (see :meth:`loss`)."""
 
@@ -147,10 +147,6 @@ class QMixTorchPolicy(TargetNetworkState, TeamActing, TargetModel, TorchPolicy):
 
     def learner_columns(self, loss_columns: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(loss_columns)
-
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        """One gradient step on a minibatch of episodes, cut after its longest one."""
-        return super().learn_on_batch(episodes.trim(batch))
 
     def export_head(self, explore: bool) -> Any:
         raise UnsupportedError(
