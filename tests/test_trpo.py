@@ -70,11 +70,18 @@ def test_bad_config_is_a_one_line_error_naming_the_key(tmp_path, training, secti
 
 def test_a_model_without_separate_policy_and_value_weights_is_refused():
     with pytest.raises(
-        ConfigError, match=r"trpo needs separate policy and value networks.*shared/conv_0/kernel"
+        ConfigError, match=r"trpo needs separate policy and value networks.*shared/hidden_0/kernel"
     ):
-        split_weight_names(["shared/conv_0/kernel", "policy/output/kernel", "value/output/kernel"])
+        split_weight_names(["shared/hidden_0/kernel", "policy/output/kernel", "value/output/kernel"])
+    with pytest.raises(ConfigError, match="no policy/ or value/ weights"):
+        split_weight_names(["shared/conv_0/kernel", "value/output/kernel"])  # a trunk alone is no policy
     policy, value = split_weight_names(["policy/hidden_0/kernel", "value/hidden_0/kernel", "policy/log_std"])
     assert policy == ["policy/hidden_0/kernel", "policy/log_std"] and value == ["value/hidden_0/kernel"]
+    # an image trunk steps with the policy, never with the value fit
+    policy, value = split_weight_names(
+        ["shared/conv_0/kernel", "policy/output/kernel", "value/output/kernel"]
+    )
+    assert policy == ["shared/conv_0/kernel", "policy/output/kernel"] and value == ["value/output/kernel"]
 
 
 def test_trpo_is_listed_with_its_capabilities():

@@ -17,6 +17,7 @@ import pytest
 
 from rlgear.plugins.algorithms.trpo.natural_gradient import backtracking_line_search, conjugate_gradient
 from rlgear.sample_batch import SampleBatch as SB
+from rlgear.spaces import Box, Discrete
 from tests.conftest import BACKENDS
 from tests.numpy_reference import (
     CARTPOLE_ACT,
@@ -25,15 +26,18 @@ from tests.numpy_reference import (
     PENDULUM_OBS,
     actor_critic,
     assert_update_is_sgd_on,
+    dense,
     finite_difference_gradient,
     kl_divergence,
     logp_and_entropy,
     make_policy,
+    mlp_body,
     normalized,
     random_weights,
     resolve,
     sgd_step,
 )
+from tests.test_vision import conv2d
 
 N = 24
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
@@ -75,39 +79,42 @@ def trpo_batch(policy, continuous: bool, seed: int = 0) -> SB:
 
 
 def policy_names(weights) -> list[str]:
-    return [name for name in sorted(weights) if name.startswith("policy/")]
+    """The policy step's weights: the policy net's and, with image observations, the conv trunk's."""
+    return [name for name in sorted(weights) if name.startswith(("policy/", "shared/conv_"))]
 
 
 def with_policy(weights, policy_weights):
     return {**weights, **policy_weights}
 
 
-def surrogate(weights, batch: SB, continuous: bool, advantages: np.ndarray) -> float:
-    dist_inputs, _ = actor_critic(weights, batch[SB.OBS])
+def surrogate(weights, batch: SB, continuous: bool, advantages: np.ndarray, forward=actor_critic) -> float:
+    dist_inputs, _ = forward(weights, batch[SB.OBS])
     logp, _ = logp_and_entropy(dist_inputs, batch[SB.ACTIONS], continuous)
     return float((np.exp(logp - batch[SB.ACTION_LOGP].astype(np.float64)) * advantages).mean())
 
 
-def mean_kl(old_weights, weights, obs, continuous: bool) -> float:
-    old_inputs, _ = actor_critic(old_weights, obs)
-    new_inputs, _ = actor_critic(weights, obs)
+def mean_kl(old_weights, weights, obs, continuous: bool, forward=actor_critic) -> float:
+    old_inputs, _ = forward(old_weights, obs)
+    new_inputs, _ = forward(weights, obs)
     return float(kl_divergence(old_inputs, new_inputs, continuous).mean())
 
 
-def fisher_matrix(weights, obs, continuous: bool, names: list[str], eps: float = 1e-6) -> np.ndarray:
+def fisher_matrix(
+    weights, obs, continuous: bool, names: list[str], eps: float = 1e-6, forward=actor_critic
+) -> np.ndarray:
     """``1/N sum_i J_i^T M_i J_i`` over the policy weights ``names`` (flattened in that order, each
     in the neutral layout, row-major)."""
     point = {k: np.array(v, np.float64) for k, v in weights.items()}
-    inputs, _ = actor_critic(point, obs)
+    inputs, _ = forward(point, obs)
     columns = []
     for name in names:
         flat = point[name].reshape(-1)
         for i in range(flat.size):
             original = flat[i]
             flat[i] = original + eps
-            up, _ = actor_critic(point, obs)
+            up, _ = forward(point, obs)
             flat[i] = original - eps
-            down, _ = actor_critic(point, obs)
+            down, _ = forward(point, obs)
             flat[i] = original
             columns.append((up - down) / (2 * eps))
     jacobian = np.stack(columns, axis=-1)  # [N, k, P]
@@ -138,7 +145,7 @@ def unflat(vector, template, names) -> dict[str, np.ndarray]:
     return out
 
 
-def reference_step(weights, batch: SB, training, continuous: bool):
+def reference_step(weights, batch: SB, training, continuous: bool, forward=actor_critic):
     """The policy weights after TRPO's step, and its statistics, in float64."""
     names = policy_names(weights)
     advantages = batch[SB.ADVANTAGES].astype(np.float64)
@@ -147,11 +154,13 @@ def reference_step(weights, batch: SB, training, continuous: bool):
     obs = batch[SB.OBS]
 
     def surrogate_of(policy_weights):
-        return surrogate(with_policy(weights, policy_weights), batch, continuous, advantages)
+        return surrogate(with_policy(weights, policy_weights), batch, continuous, advantages, forward)
 
     before = surrogate_of({n: weights[n] for n in names})
     gradient = flat(finite_difference_gradient(surrogate_of, {n: weights[n] for n in names}), names)
-    damped = fisher_matrix(weights, obs, continuous, names) + training.cg_damping * np.eye(gradient.size)
+    damped = fisher_matrix(weights, obs, continuous, names, forward=forward) + training.cg_damping * np.eye(
+        gradient.size
+    )
     direction = np.linalg.solve(damped, gradient)
     full_step = np.sqrt(2 * training.max_kl / (direction @ damped @ direction)) * direction
     theta = flat(weights, names)
@@ -159,7 +168,7 @@ def reference_step(weights, batch: SB, training, continuous: bool):
     for steps in range(1, training.line_search_max_iter + 1):
         candidate = unflat(theta + fraction * full_step, weights, names)
         value = surrogate_of(candidate)
-        kl = mean_kl(weights, with_policy(weights, candidate), obs, continuous)
+        kl = mean_kl(weights, with_policy(weights, candidate), obs, continuous, forward)
         if kl <= training.max_kl and value > before:
             return candidate, {"kl": kl, "surrogate_improvement": value - before, "line_search_steps": steps,
                                "step_accepted": 1.0, "surrogate": before}  # fmt: skip
@@ -339,3 +348,75 @@ def test_line_search_gives_up_after_max_iters_and_rejects_nan():
     result = backtracking_line_search(evaluate, surrogate_before=1.0, max_kl=0.01, shrink=0.8, max_iters=4)
     assert not result.accepted and result.steps == 4 and result.fraction == 0.0 and result.kl == 0.0
     np.testing.assert_allclose(tried, [1.0, 0.8, 0.64, 0.512])
+
+
+# ----------------------------------------------------------------------------- image observations
+
+IMAGE_OBS = Box(np.zeros((6, 6, 1)), np.full((6, 6, 1), 255), np.uint8)
+IMAGE_FILTERS = [[2, 3, 1]]  # 6x6x1 -> 4x4x2
+
+
+def image_forward(weights, images):
+    """The conv trunk (uint8 / 255, no padding, ReLU, flattened in HWC order: rlgear.config.conv's
+    contract, written in tests/test_vision.py), then separate ReLU policy and value MLPs."""
+    x = np.asarray(images, np.float64) / 255.0
+    x = np.maximum(conv2d(x, weights["shared/conv_0/kernel"], weights["shared/conv_0/bias"], 1), 0.0)
+    features = x.reshape(len(x), -1)
+    policy_h = mlp_body(weights, "policy", features, "relu")
+    value_h = mlp_body(weights, "value", features, "relu")
+    return dense(weights, "policy/output", policy_h), dense(weights, "value/output", value_h)[:, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_image_trunk_steps_with_the_policy_inside_the_trust_region_and_the_value_fit_leaves_it(
+    tmp_path, backend
+):
+    """With image observations the conv trunk both heads read belongs to the policy step: the natural
+    gradient over trunk and policy net matches the reference (its Fisher matrix over both), the KL
+    line search bounds the change of the policy, and the value fit moves the value net only."""
+    base = {"optimizer": "sgd", "lr": 0.5, "vf_num_sgd_iter": 1, "vf_sgd_minibatch_size": N, "cg_iters": 250}
+    model = {"conv_filters": IMAGE_FILTERS, "hidden_sizes": [4], "activation": "relu"}
+    config = resolve(tmp_path, "trpo", base, model, env="tests.image_env:QuadrantEnv", backend=backend)
+    policy = make_policy(config, backend, IMAGE_OBS, Discrete(3))
+    policy.set_weights(random_weights(policy.get_weights(), gain=1.5))
+    weights = policy.get_weights()
+    names = policy_names(weights)
+    assert sorted(policy.policy_step_problem(SB({SB.OBS: np.zeros((1, 6, 6, 1), np.uint8)})).names) == names
+    assert any(n.startswith("shared/conv_") for n in names)
+
+    rng = np.random.default_rng(3)
+    images = (rng.integers(0, 256, size=(N, 6, 6, 1)) * (rng.random((N, 6, 6, 1)) < 0.6)).astype(np.uint8)
+    actions = rng.integers(3, size=N).astype(np.int64)
+    dist_inputs, values = image_forward(weights, images)
+    logp, _ = logp_and_entropy(dist_inputs, actions, False)
+    batch = SB(
+        {
+            SB.OBS: images,
+            SB.ACTIONS: actions,
+            SB.ACTION_LOGP: (logp + 0.25 * rng.normal(size=N)).astype(np.float32),
+            SB.ADVANTAGES: (0.7 + 2.0 * rng.normal(size=N)).astype(np.float32),
+            SB.VALUE_TARGETS: (values + rng.normal(size=N)).astype(np.float32),
+        }
+    )
+    training = policy.config.training
+    expected_policy, expected = reference_step(weights, batch, training, False, image_forward)
+    assert expected["step_accepted"] == 1.0
+
+    def value_loss(w):
+        return 0.5 * float(((image_forward(w, images)[1] - batch[SB.VALUE_TARGETS]) ** 2).mean())
+
+    value_names = [n for n in weights if n.startswith("value/")]
+    stats, update = sgd_step(policy, batch)
+    after = policy.get_weights()
+    for name, value in expected_policy.items():
+        np.testing.assert_allclose(after[name], value, rtol=2e-3, atol=2e-5, err_msg=name)
+    assert any(np.abs(update[n]).max() > 1e-4 for n in names if n.startswith("shared/conv_"))
+    for key in ("kl", "surrogate_improvement", "step_accepted"):
+        assert stats[key] == pytest.approx(expected[key], rel=2e-3, abs=1e-6), key
+    assert stats["kl"] <= training.max_kl
+    # the value fit: one plain-SGD step on the value net, at the trunk the policy step left
+    moved = {**weights, **expected_policy}
+    value_grads = finite_difference_gradient(
+        lambda v: value_loss({**moved, **v}), {n: weights[n] for n in value_names}
+    )
+    assert_update_is_sgd_on({n: update[n] for n in value_names}, value_grads, training.lr)

@@ -7,7 +7,8 @@ function is then fitted separately (Schulman et al. 2015, section 8; sb3-contrib
 ``vf_num_sgd_iter`` epochs of ``vf_sgd_minibatch_size``-row minibatches of ``0.5 (V(s) - target)^2``
 through the backend's own minibatch step (``learn_on_minibatches``: the policy's ``loss()`` is the
 value loss, and its optimizer holds only the value net's weights). Policy and value nets must be
-separate (:func:`split_weight_names`), or a value step would move the policy out of its trust region.
+separate (:func:`split_weight_names`; an image trunk steps with the policy), or a value step would
+move the policy out of its trust region.
 """
 
 from __future__ import annotations
@@ -36,21 +37,35 @@ TRPO_COLUMNS = (
 )
 
 
-def split_weight_names(names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """The model's neutral weight names as ``(policy, value)``: ``policy/...`` and ``value/...``.
+#: The conv trunk of image observations (``model.conv_filters``): read by both heads, stepped with the policy.
+TRUNK_PREFIX = "shared/conv_"
 
-    Any other weight (``shared/...``: ``model.vf_share_layers``, the conv trunk of image observations,
-    or a custom model's own names) would be moved by both steps, so TRPO refuses the model.
+
+def split_weight_names(names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The model's neutral weight names as ``(policy step, value fit)``.
+
+    The policy step takes ``policy/...`` and, with image observations, the conv trunk both heads
+    read (``shared/conv_<i>/...``): the natural gradient and the KL line search then cover every
+    weight that shapes the policy, so the step stays in its trust region. The value fit takes
+    ``value/...`` only: it learns on the trunk's features without moving them (sb3-contrib's TRPO
+    lets its value optimizer move a shared feature extractor too, which moves the policy after its
+    line search). Any other weight (``shared/hidden_*`` of ``model.vf_share_layers``, or a custom
+    model's own names) would have to belong to both steps, so TRPO refuses the model.
     """
     policy, value, other = [], [], []
     for name in names:
-        (policy if name.startswith("policy/") else value if name.startswith("value/") else other).append(name)
-    if other or not policy or not value:
+        if name.startswith(("policy/", TRUNK_PREFIX)):
+            policy.append(name)
+        elif name.startswith("value/"):
+            value.append(name)
+        else:
+            other.append(name)
+    if other or not any(n.startswith("policy/") for n in policy) or not value:
         raise ConfigError(
             "model: trpo needs separate policy and value networks (weights named policy/... and "
-            f"value/...), so that fitting the value function leaves the policy step's trust region alone; "
-            f"this model has {other or 'no policy/ or value/ weights'} (set model.vf_share_layers: false; "
-            "image observations' shared conv trunk is not supported)"
+            f"value/..., besides an image trunk shared/conv_*), so that fitting the value function "
+            f"leaves the policy step's trust region alone; this model has "
+            f"{other or 'no policy/ or value/ weights'} (set model.vf_share_layers: false)"
         )
     return policy, value
 

@@ -90,7 +90,8 @@ def backtracking_line_search(
 
 class PolicyStepProblem(Protocol):
     """One batch's policy step as a backend computes it; vectors are flat numpy arrays over the
-    policy's weights (the ``policy/`` ones, in :attr:`names` order), the value net left out."""
+    policy step's weights (the ``policy/`` ones and an image trunk's, in :attr:`names` order), the
+    value net left out."""
 
     #: the neutral names of the weights, in the order the flat vectors concatenate them
     names: list[str]

@@ -13,6 +13,7 @@ import torch
 
 from rlgear.plugins.algorithms.trpo.learning import TRPO_COLUMNS, TRPOLearning, split_weight_names
 from rlgear.plugins.backends.torch import TorchPolicy, masked_mean
+from rlgear.plugins.backends.torch.models import from_neutral_kernel
 from rlgear.plugins.backends.torch.optimizers import make_optimizer
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
@@ -75,7 +76,9 @@ class TorchPolicyStep:
         parts = []
         for name, neutral in zip(self.torch_names, self.names, strict=True):
             value = np.asarray(arrays[neutral], np.float64)
-            parts.append((value.T if self.policy._is_kernel(name) and value.ndim == 2 else value).reshape(-1))
+            if self.policy._is_kernel(name) and value.ndim in (2, 4):
+                value = from_neutral_kernel(value)
+            parts.append(value.reshape(-1))
         return np.concatenate(parts)
 
     def surrogate_and_gradient(self) -> tuple[float, np.ndarray, float]:
@@ -128,10 +131,9 @@ class TRPOTorchPolicy(TRPOLearning, TorchPolicy):
         )
 
     def policy_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
-        """``(torch name, parameter)`` of the policy network (neutral names ``policy/...``), in model order."""
-        return [
-            (n, p) for n, p in self.model.named_parameters() if self._weight_names[n].startswith("policy/")
-        ]
+        """``(torch name, parameter)`` of the policy step (``policy/...`` and an image trunk), in model order."""
+        policy = set(split_weight_names(self._weight_names.values())[0])
+        return [(n, p) for n, p in self.model.named_parameters() if self._weight_names[n] in policy]
 
     def policy_step_problem(self, batch: SB) -> TorchPolicyStep:
         return TorchPolicyStep(self, batch)
