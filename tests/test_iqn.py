@@ -8,8 +8,6 @@ The learning tests are in test_learning_iqn.py.
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -101,17 +99,18 @@ def test_the_defaults_are_the_papers():
     assert (training.num_quantile_samples, training.num_cosines, training.kappa) == (32, 64, 1.0)
 
 
-def test_capabilities_and_the_plugins_matrix_row():
+def test_capabilities_and_the_plugins_matrix_row(monkeypatch, capsys):
     assert IQN.capabilities() == {
         "discrete": True, "continuous": False, "multi_discrete": False, "composite": False,
         "backends": ["tf", "torch"], "multi_agent": True, "recurrent": False,
         "league": True, "relational": False,
     }  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "rlgear.cli.main", "plugins"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    rows = [line.split() for line in done.stdout.splitlines() if line.strip().startswith("iqn ")]
+    from rlgear import cli
+
+    monkeypatch.setenv("COLUMNS", "200")  # in process: a subprocess would pay torch's and TF's import again
+    assert cli.main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("iqn ")]
     matrix_row = [row for row in rows if "yes" in row]
     assert matrix_row and matrix_row[0][1:5] == ["yes", "-", "-", "-"], matrix_row  # discrete actions only
 
