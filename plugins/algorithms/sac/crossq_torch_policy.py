@@ -95,13 +95,18 @@ class BatchNormCritics(nn.Module):
         stats = []
         for i in range(layers):
             if training:
-                mean, var = x.mean(dim=1), x.var(dim=1, unbiased=True)
-                stats.append((mean.detach(), var.detach()))
+                # two passes (mean, then the squared deviations) rather than Tensor.var: torch's CPU
+                # var over the middle dimension of [K, rows, width] is about 2.5x slower forward and
+                # backward, and was 18% of a CrossQ learning step on Pendulum
+                mean = x.mean(dim=1, keepdim=True)
+                centred = x - mean
+                var = (centred * centred).sum(dim=1, keepdim=True) / (x.shape[1] - 1)
+                stats.append((mean.squeeze(1).detach(), var.squeeze(1).detach()))
             else:
-                mean, var = self.running_means[i], self.running_vars[i]
-            x = (x - mean[:, None]) / torch.sqrt(var[:, None] + self.eps) * scales[i][:, None] + offsets[i][
-                :, None
-            ]
+                mean, var = self.running_means[i][:, None], self.running_vars[i][:, None]
+                centred = x - mean
+            # offset + centred * (scale / sqrt(var + eps)): one pass over [K, rows, width]
+            x = torch.addcmul(offsets[i][:, None], centred, torch.rsqrt(var + self.eps) * scales[i][:, None])
             x = torch.baddbmm(biases[i].unsqueeze(1), x, kernels[i])
             if i < layers - 1:
                 x = self.activation(x)
