@@ -245,6 +245,8 @@ CASES = {
     # a trust region far past where the quadratic model holds: the full step's surrogate is 0.004 worse,
     # the next fraction's 0.02 better (the reference's numbers on this batch and these weights)
     "discrete-backtracks": (False, {"cg_iters": 150, "max_kl": 13.0}),
+    # the policy step on every 3rd row (advantages normalized over those rows), the value fit on all
+    "discrete-sub-sampled": (False, {"cg_iters": 150, "sub_sampling_factor": 3}),
 }  # fmt: skip
 
 
@@ -256,7 +258,12 @@ def test_learn_on_batch_takes_the_reference_step_and_fits_the_value_function(tmp
     training = policy.config.training
     batch = trpo_batch(policy, continuous)
     weights = policy.get_weights()
-    expected_policy, expected = reference_step(weights, batch, training, continuous)
+    factor = training.sub_sampling_factor
+    step_batch = SB({k: v[::factor] for k, v in batch.items()})
+    expected_policy, expected = reference_step(weights, step_batch, training, continuous)
+    if factor > 1:  # the case tells the sub-sampled step from the full batch's
+        full_policy, _ = reference_step(weights, batch, training, continuous)
+        assert any(not np.allclose(full_policy[n], expected_policy[n], rtol=1e-2) for n in expected_policy)
     if case.endswith("backtracks"):
         assert expected["line_search_steps"] > 1 and expected["step_accepted"] == 1.0
 

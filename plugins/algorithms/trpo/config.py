@@ -60,6 +60,15 @@ class TRPOConfig(TrainingConfig):
         "Normalize the advantages over each train batch (mean 0, std 1) before the policy step.", True
     )
 
+    sub_sampling_factor: int = doc(
+        "The policy step (surrogate, its gradient, the Fisher-vector products and the line search's KL) "
+        "reads every k-th row of the train batch; the value fit reads all of them (sb3-contrib's "
+        "sub_sampling_factor; Schulman et al. 2015 computed the Fisher-vector products on 10% of the "
+        "data). With a conv net each CG iteration is a double backward pass over the rows, so 4-10 "
+        "cuts the policy step on Atari frames about that much. 1: every row.",
+        1,
+    )
+
     def check(self, fail) -> None:
         if not 0 <= self.gae_lambda <= 1:
             raise fail("training.gae_lambda", f"expected a number in [0, 1], got {self.gae_lambda}")
@@ -71,6 +80,12 @@ class TRPOConfig(TrainingConfig):
             raise fail(
                 "training.line_search_shrink", f"expected a number in (0, 1), got {self.line_search_shrink}"
             )
-        for key in ("cg_iters", "line_search_max_iter", "vf_num_sgd_iter", "vf_sgd_minibatch_size"):
+        for key in (
+            "cg_iters",
+            "line_search_max_iter",
+            "vf_num_sgd_iter",
+            "vf_sgd_minibatch_size",
+            "sub_sampling_factor",
+        ):
             if getattr(self, key) < 1:
                 raise fail(f"training.{key}", f"expected a positive integer, got {getattr(self, key)}")

@@ -87,8 +87,11 @@ class TRPOLearning:
         raise TypeError(f"{type(self).__name__} must implement policy_step_problem()")
 
     def policy_step(self, batch: SampleBatch) -> dict[str, float]:
-        """The natural-gradient step on ``batch`` (advantages normalized first when configured)."""
+        """The natural-gradient step on ``batch``, or on every ``sub_sampling_factor``-th row of it
+        (advantages normalized first, over those rows, when configured: sb3-contrib's order)."""
         training = self.config.training
+        if training.sub_sampling_factor > 1:
+            batch = batch.select(np.arange(0, len(batch), training.sub_sampling_factor))
         if training.normalize_advantages:
             batch = normalized_advantages(batch)
         stats = natural_gradient_step(self.policy_step_problem(batch), training)
