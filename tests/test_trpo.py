@@ -54,6 +54,7 @@ def make_trainer(raw, logdir):
         ({"cg_iters": 0}, {}, "training.cg_iters", "expected a positive integer"),
         ({"cg_damping": -0.1}, {}, "training.cg_damping", "expected 0 or more"),
         ({"vf_num_sgd_iter": 0}, {}, "training.vf_num_sgd_iter", "expected a positive integer"),
+        ({"sub_sampling_factor": 0}, {}, "training.sub_sampling_factor", "expected a positive integer"),
         ({"gae_lambda": 1.5}, {}, "training.gae_lambda", "expected a number in [0, 1]"),
         ({}, {"model": {"vf_share_layers": True}}, "model.vf_share_layers", "expected false"),
         ({}, {"learners": {"num_learners": 2}}, "learners.num_learners", "expected 0 or 1"),
