@@ -45,8 +45,9 @@ class QMixConfig(ReplayConfig):
     )
     standardise_rewards: bool = doc(
         "Standardise the team rewards the loss sees by running statistics of the replayed rewards, "
-        "(r - mean) / std, as EPyMARL's QMIX (standardise_rewards). Keeps the mixing network out of "
-        "ELU's flat part where rewards are large (MPE); PyMARL's default is off.",
+        "(r - mean) / std, as EPyMARL's QMIX does by default (standardise_rewards); PyMARL's default "
+        "is off. On MPE it does not stop QMIX's values diverging by itself: bootstrap_truncated "
+        "does (docs/multi-agent.md).",
         False,
     )
     buffer_size: int = doc("Capacity of the episodic replay buffer, in team episodes.", 5000)
