@@ -116,7 +116,7 @@ def backend_quantile_loss(backend):
     if backend == "torch":
         import torch
 
-        from rlgear.plugins.algorithms.dqn.qrdqn_torch_policy import quantile_huber_loss
+        from rlgear.plugins.backends.torch.losses import quantile_huber_loss
 
         def run(estimates, targets, taus, kappa):
             args = [torch.tensor(np.asarray(a, np.float32)) for a in (estimates, targets, taus)]

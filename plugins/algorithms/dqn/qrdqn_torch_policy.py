@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.export.signature import explore_refused
@@ -33,57 +32,9 @@ from rlgear.plugins.algorithms.dqn.rainbow import zero_noise
 from rlgear.plugins.algorithms.dqn.torch_policy import _ROW, DQNTorchPolicy, QNetwork
 from rlgear.plugins.backends.torch import build_model, conv_encoder
 from rlgear.plugins.backends.torch.export_heads import QValueHead
+from rlgear.plugins.backends.torch.losses import quantile_huber_loss
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space, flat_dim
-
-
-def quantile_huber_loss(
-    quantiles: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor, kappa: float
-) -> torch.Tensor:
-    """``[B]``: ``sum_i mean_j |tau_i - 1{u_ij < 0}| L_kappa(u_ij) / kappa`` with ``u_ij = targets_j -
-    quantiles_i`` (Dabney et al. 2018, eq. 10); ``quantiles`` ``[B, N]``, ``targets`` ``[B, N']``.
-
-    ``taus`` are ``[N]`` fractions shared by every row (QR-DQN's midpoints) or ``[B, N]``, one set
-    per row (IQN's sampled taus, Dabney et al. 2018b, eq. 3): one code path, ``[N]`` broadcasts.
-    The gradient flows to ``quantiles`` only (the targets are fixed samples; the taus, fractions).
-    """
-    return _QuantileHuber.apply(quantiles, targets.detach(), taus.detach(), float(kappa))
-
-
-class _QuantileHuber(torch.autograd.Function):
-    """The quantile Huber loss with its gradient written out, not traced.
-
-    Why: with many quantiles the loss is the learner's largest cost (QR-DQN's LunarLander settings,
-    170 x 170 pairs per row: about 75 ms forward and backward per 128-row minibatch by autograd
-    against 6 ms for the network). Autograd keeps the ``[B, N, N']`` intermediates and walks them
-    again backwards; here the gradient ``d row / d quantiles_i = -mean_j w_ij clamp(u_ij, +-kappa) /
-    kappa`` (kappa 0: ``-mean_j w_ij sign(u_ij)``) is reduced in the same forward pass and only
-    ``[B, N]`` is kept: about 1.5x faster, equal to float64 rounding (tests/test_qrdqn_loss_reference.py
-    checks both against a numpy reference).
-    """
-
-    @staticmethod
-    def forward(ctx: Any, quantiles: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor, kappa: float):
-        u = targets[:, None, :] - quantiles[:, :, None]  # [B, i, j]
-        pairs = u.shape[-1]
-        tau = taus.reshape(-1, quantiles.shape[1])[..., None]  # [1 or B, N, 1]
-        weight = torch.where(u < 0, 1.0 - tau, tau)  # |tau_i - 1{u_ij < 0}|
-        if kappa > 0:
-            loss = F.huber_loss(u, u.new_zeros(()).expand_as(u), reduction="none", delta=kappa)
-            slope = u.clamp_(-kappa, kappa)  # d L_kappa / du (u is not needed after this)
-            scale = 1.0 / (pairs * kappa)
-        else:
-            loss = u.abs()
-            slope = u.sign_()
-            scale = 1.0 / pairs
-        rows = torch.linalg.vecdot(weight, loss).sum(dim=1) * scale
-        ctx.save_for_backward(torch.linalg.vecdot(weight, slope) * -scale)  # d row / d quantiles
-        return rows
-
-    @staticmethod
-    def backward(ctx: Any, grad_rows: torch.Tensor):
-        (d_quantiles,) = ctx.saved_tensors
-        return grad_rows[:, None] * d_quantiles, None, None, None
 
 
 class _QuantileMeans(nn.Module):

@@ -24,42 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.sac.torch_policy import SACTorchPolicy
+from rlgear.plugins.backends.torch.losses import quantile_huber_loss
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
-
-
-class _TruncatedQuantileHuber(torch.autograd.Function):
-    """``[B]``: each row's ``mean over k, i, j of |tau_i - 1[delta_kij < 0]| huber_1(delta_kij)``, with
-    its gradient to the atoms written out rather than traced.
-
-    Why: the ``[K, B, N, M]`` pairs are most of a TQC learning step (Pendulum's settings: 2 x 256 x
-    25 x 46 per minibatch), and autograd keeps them and walks them again backwards. The gradient,
-    ``d row / d Z_kbi = -mean_j w_kbij clamp(delta_kbij, -1, 1) / (K N)``, is reduced in the same
-    forward pass, and only ``[K, B, N]`` is kept (tests/test_tqc_loss_reference.py checks it against
-    a numpy reference).
-    """
-
-    @staticmethod
-    def forward(ctx: Any, atoms: torch.Tensor, targets: torch.Tensor):
-        critics, _, n = atoms.shape
-        tau = ((torch.arange(n, device=atoms.device, dtype=atoms.dtype) + 0.5) / n)[:, None]  # [N, 1]
-        delta = targets[None, :, None, :] - atoms[..., None]  # [K, B, N, M]
-        weight = torch.where(delta < 0, 1.0 - tau, tau)
-        huber = F.huber_loss(delta, delta.new_zeros(()).expand_as(delta), reduction="none", delta=1.0)
-        scale = 1.0 / (critics * n * delta.shape[-1])
-        per_row = torch.linalg.vecdot(weight, huber).sum(dim=(0, 2)) * scale
-        slope = delta.clamp_(-1.0, 1.0)  # d huber_1 / d delta (delta is not needed after this)
-        ctx.save_for_backward(torch.linalg.vecdot(weight, slope) * -scale)  # d row / d atoms
-        return per_row
-
-    @staticmethod
-    def backward(ctx: Any, grad_rows: torch.Tensor):
-        (d_atoms,) = ctx.saved_tensors
-        return grad_rows[None, :, None] * d_atoms, None
 
 
 class TQCTorchPolicy(SACTorchPolicy):
@@ -85,7 +55,11 @@ class TQCTorchPolicy(SACTorchPolicy):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The critic loss of ``atoms`` ``[K, B, N]`` against ``targets`` ``[B, M]``, and ``|TD error|``
         per row (see the module docstring)."""
-        per_row = _TruncatedQuantileHuber.apply(atoms, targets.detach())
+        critics, rows, n = atoms.shape
+        tau = (torch.arange(n, device=atoms.device, dtype=atoms.dtype) + 0.5) / n
+        # every critic's atoms pooled per row: sum over k, i of mean_j, then the mean over k and i
+        pooled = atoms.permute(1, 0, 2).reshape(rows, critics * n)
+        per_row = quantile_huber_loss(pooled, targets, tau.repeat(critics), 1.0) / (critics * n)
         if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
             per_row = per_row * batch[WEIGHTS].to(per_row.dtype)
         td = (atoms.detach().mean(dim=2) - targets.mean(dim=1)).abs().mean(dim=0)
