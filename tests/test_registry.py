@@ -117,6 +117,52 @@ def test_listing_names_imports_no_plugin_module():
     assert out.stdout.strip() == "[]"
 
 
+def test_listing_parses_each_distributions_metadata_once(monkeypatch):
+    """rlgear registers dozens of entry points; parsing its METADATA for each one (twice) was over half
+    the time of ``rlgear plugins``. Listing every kind, twice, parses it at most once."""
+    import importlib.metadata
+
+    reads = []
+    original = importlib.metadata.PathDistribution.read_text
+
+    def counting(self, filename):
+        text = original(self, filename)
+        if filename in ("METADATA", "PKG-INFO") and text is not None:  # one of them per parse
+            reads.append(str(self._path))
+        return text
+
+    monkeypatch.setattr(importlib.metadata.PathDistribution, "read_text", counting)
+    monkeypatch.setattr(registry, "_packages", {})
+    for _ in range(2):
+        listed = [info for kind in registry.GROUPS for info in registry.available(kind)]
+    ours = [info for info in listed if info.package == "rlgear"]
+    assert len(ours) > 30 and {info.version for info in ours} == {rlgear.__version__}
+    rlgear_reads = [path for path in reads if Path(path).name.lower().startswith("rlgear")]
+    assert len(rlgear_reads) <= 1, rlgear_reads
+
+
+def test_a_reinstalled_distribution_is_listed_with_its_new_version(tmp_path, monkeypatch):
+    """The metadata cache is keyed by the dist-info folder and its modification time."""
+    import shutil
+
+    entry_points = "[rlgear.algorithms]\nreinstalled_algo = reinstalled_mod:Algo\n"
+    root = make_distribution(tmp_path / "site", "reinstalled", entry_points, {})
+    monkeypatch.syspath_prepend(str(root))
+    info_dir = root / "reinstalled-0.1.dist-info"
+
+    def listed_version() -> str:
+        (info,) = [i for i in registry.available("algorithm") if i.name == "reinstalled_algo"]
+        return info.version
+
+    assert listed_version() == "0.1"
+    shutil.rmtree(info_dir)  # what pip does: the old folder goes, a new one is written
+    info_dir.mkdir()
+    (info_dir / "METADATA").write_text("Metadata-Version: 2.1\nName: reinstalled\nVersion: 0.2\n")
+    (info_dir / "entry_points.txt").write_text(entry_points)
+    os.utime(info_dir, ns=(os.stat(info_dir).st_atime_ns, os.stat(info_dir).st_mtime_ns + 10**9))
+    assert listed_version() == "0.2"
+
+
 # --------------------------------------------------------------------------- missing dependencies
 
 
