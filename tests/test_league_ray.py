@@ -1,5 +1,13 @@
 """League self-play on remote rollout workers (``rlgear.league.remote``): the workers play, the driver's
-league records every game once and sends its snapshots to each worker's mirror."""
+league records every game once and sends its snapshots to each worker's mirror.
+
+That the league learns is ``tests/test_learning_league.py``'s claim (in process); here the remote
+path is held to delivering the same games, snapshots and payoff records. A learning run of that
+league on two remote workers (seed 0, 30 iterations) scored 0.84 against random play in the league's
+evaluation and 0.86 in 200 games on PettingZoo's env (29 Nov 2026). It was a slow test; it went to
+save CI time (50 s), since the remote workers' samples reach the learners as in every remote run
+(``tests/test_ray_learning.py``) and the league's own learning is held in process.
+"""
 
 from __future__ import annotations
 
@@ -65,31 +73,3 @@ def test_remote_workers_play_the_league_and_the_driver_records_each_game_once(tm
         assert sum(third[f"league/{p}/games_this_iter"] for p in PLAYERS) == third["episodes_this_iter"] > 0
     finally:
         resumed.stop()
-
-
-@pytest.mark.slow
-def test_a_ppo_league_on_two_remote_workers_beats_a_random_player_at_tictactoe(tmp_path, ray_session):
-    """tests/test_learning_league.py's league (seed 0, 30 iterations) with its games played by 2 remote
-    workers of 4 games per player each. Measured 29 Nov 2026: main_0 scored 0.84 in the league's
-    evaluation and 0.86 in the 200 games on PettingZoo's env (23 s on the loaded 2-core machine since
-    the workers run unniced, 139-205 s at Ray's default niceness of 15);
-    the in-process league of that file scores 0.79 and 0.78. Target 0.7 for both, as there."""
-    import rlgear
-    from tests.test_learning_league import league_raw, points_against_random
-
-    raw = league_raw("torch", 0, tmp_path)
-    raw["workers"] = {"num_workers": 2, "num_envs_per_worker": 4, "ray": {"worker_start_timeout_s": 600}}
-    trainer = registry.load_algorithm("ppo")(config_mod.resolve(raw), logdir=tmp_path / "run")
-    try:
-        for _ in range(30):
-            result = trainer.train()
-        assert result["league/num_snapshots"] == 18.0
-        evaluation = trainer.evaluate(600)
-        checkpoint = trainer.save(tmp_path / "checkpoint")
-    finally:
-        trainer.stop()
-    assert evaluation["league/main_0/win_rate_vs_random"] >= 0.7, evaluation
-    points = points_against_random(
-        rlgear.load(checkpoint, policy_id="main_0"), games_per_seat=100, seed=5_000
-    )
-    assert points >= 0.7

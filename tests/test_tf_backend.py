@@ -207,6 +207,29 @@ def test_eager_and_compiled_learn_steps_give_the_same_stats(tmp_path, monkeypatc
 
 
 @needs_tf
+def test_compiled_functions_trace_without_autograph_unless_asked(monkeypatch):
+    """rlgear's TF code needs no AutoGraph (docs/backends.md); a function branching in Python on a
+    tensor's value gets TF's error naming the ways out, and RLGEAR_TF_AUTOGRAPH=1 converts it."""
+    from rlgear.plugins.backends.tf.compiled import AUTOGRAPH_ENV
+
+    def branches_on_a_value(x):
+        if tf.reduce_sum(x) > 0:
+            return x * 2.0
+        return -x
+
+    signature = [tf.TensorSpec([None], tf.float32)]
+    monkeypatch.delenv(AUTOGRAPH_ENV, raising=False)
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError, match="RLGEAR_TF_AUTOGRAPH=1"):
+        Compiled(branches_on_a_value, signature)(tf.constant([1.0, 2.0]))
+    decorated = Compiled(lambda x: tf.function(branches_on_a_value)(x), signature)  # the documented way out
+    np.testing.assert_array_equal(decorated(tf.constant([-1.0, -2.0])).numpy(), [1.0, 2.0])
+    monkeypatch.setenv(AUTOGRAPH_ENV, "1")
+    converted = Compiled(branches_on_a_value, signature)
+    np.testing.assert_array_equal(converted(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(converted(tf.constant([-1.0, -2.0])).numpy(), [1.0, 2.0])
+
+
+@needs_tf
 def test_learn_step_is_traced_once_across_batch_sizes_and_partial_minibatches(tmp_path):
     policy = make_policy(resolve(tmp_path, training={"sgd_minibatch_size": 24, "num_sgd_iter": 2}))
     for n in (64, 50, 7):  # minibatches of 24, 16, 2, 7 rows
