@@ -248,7 +248,9 @@ def test_v1_clients_play_as_before_next_to_a_local_client(local_server):
     server, _ = local_server(num_envs=2)
     local = fetched(server.address)
     v1 = Client(server.address)  # protocol 1: the server acts
-    assert local.request(rows(3)).header["accepted"] == 3
+    # A whole episode: a local client silent mid-episode would hold the v1 client's steps for
+    # client_timeout_s (30 s), which test_a_slow_uploader_mid_episode_is_dropped_... covers.
+    assert local.request(rows(3, end=2)).header["accepted"] == 3
     actions = [v1.init(np.zeros(4, np.float32))]
     actions += [v1.send(1.0, np.full(4, 0.01, np.float32)) for _ in range(2)]
     assert all(a in (0, 1) for a in actions)
