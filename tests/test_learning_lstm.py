@@ -35,8 +35,9 @@ SEEDS = {"torch": 2, "tf": 2}
 #: of the tests' time and proves nothing more about the memory, so CI stops at 250 (the 400 figures
 #: are in docs/recurrent.md).
 BAR = 250
-#: The memoryless control's budget: more than either backend's LSTM needs to pass BAR.
-CONTROL_BUDGET = 150_000
+#: The memoryless control's budget: more than either backend's LSTM needs to pass BAR (90,310 env
+#: steps at most, above). The MLP's mean is about 45 at 100k and at 150k alike.
+CONTROL_BUDGET = 100_000
 pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initialized")
 
 
