@@ -7,9 +7,9 @@ AutoGraph is off: rlgear's TF code branches and loops on Python values (config s
 or with TF ops (``tf.where``, ``tf.scan``), never with Python control flow on a tensor's value, so
 rewriting the source of every function a trace calls bought nothing and cost about a quarter of
 each trace (four TF tests that trace learn steps: 41.5 s with it, 30 s without). A custom model or
-loss that does branch on a tensor's value gets TF's error naming the way out: decorate that
-function with ``@tf.function`` (AutoGraph converts it then), or set ``RLGEAR_TF_AUTOGRAPH=1`` to
-convert everything as before.
+loss that does branch on a tensor's value stops at its first trace with TF's error plus the ways
+out: write the branch with ``tf.cond`` / ``tf.where``, decorate that function with ``@tf.function``
+(AutoGraph converts it then), or set ``RLGEAR_TF_AUTOGRAPH=1`` to convert everything as before.
 """
 
 from __future__ import annotations
