@@ -185,8 +185,14 @@ def first_crossing(curve: list[dict[str, float]], threshold: float) -> tuple[int
 
 def iqm_and_ci(scores: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
     """rliable's interquartile mean over runs and its 95% stratified-bootstrap interval."""
-    from rliable import library as rly
-    from rliable import metrics
+    try:
+        from rliable import library as rly
+        from rliable import metrics
+    except ImportError as error:  # a one-line answer, not a traceback, after hours of runs
+        raise SystemExit(
+            f"the report needs rliable ({error}): pip install -e '.[bench]'; the runs are saved, "
+            "so run the same command with --report once it is installed"
+        ) from None
 
     np.random.seed(seed)  # rliable's bootstrap draws from numpy's global RNG
     point, interval = rly.get_interval_estimates(
