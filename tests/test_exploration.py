@@ -166,12 +166,18 @@ def test_value_mode_mixes_extrinsic_and_intrinsic_advantages():
     assert xp.INTRINSIC_ADVANTAGES not in rows
 
 
+#: The DQN family: the plugins add their intrinsic reward to the env's (the others: value mode).
+REWARD_MODE_ALGORITHMS = ("dqn", "qrdqn", "iqn")
+
+
 def chain_config(tmp_path, algorithm="dqn", **exploration):
     training = (
         {"env_steps_per_training_step": 16, "train_batch_size": 16, "learning_starts": 0}
-        if algorithm == "dqn"
+        if algorithm in REWARD_MODE_ALGORITHMS
         else {"train_batch_size": 64}
         if algorithm == "a2c"
+        else {"train_batch_size": 64, "vf_sgd_minibatch_size": 32, "vf_num_sgd_iter": 1}
+        if algorithm == "trpo"
         else {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1}
     )
     return {
@@ -203,8 +209,13 @@ def make_trainer(config):
         ("dqn", "torch"),
         ("ppo", "torch"),
         ("a2c", "torch"),
+        ("trpo", "torch"),
+        ("qrdqn", "torch"),
+        ("iqn", "torch"),
         pytest.param("dqn", "tf", marks=needs_tf),
         pytest.param("ppo", "tf", marks=needs_tf),
+        pytest.param("trpo", "tf", marks=needs_tf),
+        pytest.param("qrdqn", "tf", marks=needs_tf),
     ],
 )
 def test_episode_returns_stay_extrinsic_and_stats_are_reported(tmp_path, algorithm, backend):
@@ -216,7 +227,7 @@ def test_episode_returns_stay_extrinsic_and_stats_are_reported(tmp_path, algorit
     assert 0.0 <= result["episode_return_mean"] <= 1.0  # a huge intrinsic coefficient shows nowhere here
     assert result["learner/exploration/intrinsic_reward_mean"] > 0.0
     assert result["learner/exploration/predictor_loss"] > 0.0
-    assert ("learner/exploration/intrinsic_value_loss" in result) == (algorithm != "dqn")
+    assert ("learner/exploration/intrinsic_value_loss" in result) == (algorithm not in REWARD_MODE_ALGORITHMS)
 
 
 def test_checkpoint_round_trip_keeps_networks_running_statistics_and_optimizer(tmp_path):
@@ -290,7 +301,7 @@ def test_weight_sync_carries_the_module_and_its_statistics(tmp_path):
     [
         (
             {"algorithm": "pg"},
-            r"exploration\.name: exploration 'rnd' does not support algorithm 'pg' \(it supports: a2c, dqn, ppo\)",
+            r"exploration\.name: exploration 'rnd' does not support algorithm 'pg' \(it supports: a2c, dqn, iqn, ppo, qrdqn, trpo\)",
         ),
         ({"learners": {"num_learners": 1}}, r"exploration\.name: .*learners\.num_learners: 0"),
         ({"exploration": {"name": "rnd", "lr": -1.0}}, r"exploration\.lr: expected a positive number"),
@@ -337,10 +348,14 @@ def test_rnd_and_icm_are_registered():
     assert registry.load_exploration("icm").algorithms == {
         "ppo": xp.VALUE_MODE,
         "a2c": xp.VALUE_MODE,
+        "trpo": xp.VALUE_MODE,
         "dqn": xp.REWARD_MODE,
+        "qrdqn": xp.REWARD_MODE,
+        "iqn": xp.REWARD_MODE,
     }
     plugin = registry.load_exploration("rnd")
     assert issubclass(plugin, xp.Exploration) and plugin.mode("dqn") == xp.REWARD_MODE
+    assert plugin.algorithms == registry.load_exploration("icm").algorithms
 
 
 def test_deep_chain_layout_and_rewards():
@@ -436,7 +451,15 @@ def icm_config(tmp_path, algorithm="dqn"):
 
 @pytest.mark.parametrize(
     ("algorithm", "backend"),
-    [("dqn", "torch"), ("ppo", "torch"), pytest.param("ppo", "tf", marks=needs_tf)],
+    [
+        ("dqn", "torch"),
+        ("ppo", "torch"),
+        ("trpo", "torch"),
+        ("qrdqn", "torch"),
+        ("iqn", "torch"),
+        pytest.param("ppo", "tf", marks=needs_tf),
+        pytest.param("iqn", "tf", marks=needs_tf),
+    ],
 )
 def test_icm_trains_alongside_reports_its_losses_and_round_trips_through_a_checkpoint(
     tmp_path, algorithm, backend
@@ -451,7 +474,9 @@ def test_icm_trains_alongside_reports_its_losses_and_round_trips_through_a_check
             result["learner/exploration/inverse_loss"] > 0.0
             and result["learner/exploration/forward_loss"] > 0.0
         )
-        assert ("learner/exploration/intrinsic_value_loss" in result) == (algorithm != "dqn")
+        assert ("learner/exploration/intrinsic_value_loss" in result) == (
+            algorithm not in REWARD_MODE_ALGORITHMS
+        )
         other.restore_from_object(trainer.save_to_object())
         mine, theirs = trainer.policy.exploration_module, other.policy.exploration_module
         assert mine.adam_step > 0 and theirs.adam_step == mine.adam_step

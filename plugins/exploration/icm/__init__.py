@@ -3,9 +3,9 @@
 ``exploration: {name: icm}``: a feature network phi, an inverse model that predicts the action
 from ``(phi(s), phi(s'))`` and a forward model that predicts ``phi(s')`` from ``(phi(s), a)``; the
 forward model's error is the intrinsic reward (high where the agent cannot yet predict what its
-actions do). With ppo and a2c the intrinsic returns are non-episodic with their own value head
-(value mode, as ``rnd``); with dqn the normalized intrinsic reward is added to the env's reward
-(reward mode). Discrete actions. The math is in :mod:`.common`.
+actions do). With ppo, a2c and trpo the intrinsic returns are non-episodic with their own value
+head (value mode, as ``rnd``); with dqn, qrdqn and iqn the normalized intrinsic reward is added to
+the env's reward (reward mode). Discrete actions. The math is in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from rlgear.config.exploration import ExplorationConfig, Fail
 from rlgear.config.schema import doc
-from rlgear.exploration import REWARD_MODE, VALUE_MODE, Exploration
+from rlgear.exploration import Exploration
+from rlgear.plugins.exploration import BUILT_IN_ALGORITHMS
 
 
 @dataclass
@@ -28,7 +29,7 @@ class ICMConfig(ExplorationConfig):
     inverse_hidden_sizes: list[int] = doc("Hidden layers of the inverse model (ReLU).", factory=lambda: [256])
     forward_hidden_sizes: list[int] = doc("Hidden layers of the forward model (ReLU).", factory=lambda: [256])
     value_hidden_sizes: list[int] = doc(
-        "Hidden layers of the intrinsic value MLP (value mode: ppo, a2c).", factory=lambda: [64, 64]
+        "Hidden layers of the intrinsic value MLP (value mode: ppo, a2c, trpo).", factory=lambda: [64, 64]
     )
     beta: float = doc(
         "Weight of the forward loss against the inverse loss: (1 - beta) L_inverse + beta L_forward "
@@ -73,4 +74,4 @@ class ICM(Exploration):
         "torch": "rlgear.plugins.exploration.icm.torch_module:ICMTorchModule",
         "tf": "rlgear.plugins.exploration.icm.tf_module:ICMTFModule",
     }
-    algorithms = {"ppo": VALUE_MODE, "a2c": VALUE_MODE, "dqn": REWARD_MODE}
+    algorithms = dict(BUILT_IN_ALGORITHMS)

@@ -2,9 +2,9 @@
 
 ``exploration: {name: rnd}``: a fixed random target network and a predictor trained to match it on
 the observations the agent reaches; the predictor's error is the intrinsic reward (high where the
-agent has rarely been). With ppo and a2c the intrinsic returns are non-episodic with their own
-value head (value mode, Burda sec. 2.3); with dqn the normalized intrinsic reward is added to the
-env's reward (reward mode). The math is in :mod:`.common`.
+agent has rarely been). With ppo, a2c and trpo the intrinsic returns are non-episodic with their
+own value head (value mode, Burda sec. 2.3); with dqn, qrdqn and iqn the normalized intrinsic
+reward is added to the env's reward (reward mode). The math is in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from rlgear.config.exploration import ExplorationConfig, Fail
 from rlgear.config.schema import doc
-from rlgear.exploration import REWARD_MODE, VALUE_MODE, Exploration
+from rlgear.exploration import Exploration
+from rlgear.plugins.exploration import BUILT_IN_ALGORITHMS
 
 
 @dataclass
@@ -27,7 +28,7 @@ class RNDConfig(ExplorationConfig):
     )
     output_dim: int = doc("Output features of the target and predictor networks.", 128)
     value_hidden_sizes: list[int] = doc(
-        "Hidden layers of the intrinsic value MLP (value mode: ppo, a2c).", factory=lambda: [64, 64]
+        "Hidden layers of the intrinsic value MLP (value mode: ppo, a2c, trpo).", factory=lambda: [64, 64]
     )
     lr: float = doc("Adam learning rate of the predictor and the intrinsic value head.", 1e-4)
     update_proportion: float = doc(
@@ -71,4 +72,4 @@ class RND(Exploration):
         "torch": "rlgear.plugins.exploration.rnd.torch_module:RNDTorchModule",
         "tf": "rlgear.plugins.exploration.rnd.tf_module:RNDTFModule",
     }
-    algorithms = {"ppo": VALUE_MODE, "a2c": VALUE_MODE, "dqn": REWARD_MODE}
+    algorithms = dict(BUILT_IN_ALGORITHMS)
