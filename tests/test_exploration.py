@@ -166,16 +166,18 @@ def test_value_mode_mixes_extrinsic_and_intrinsic_advantages():
     assert xp.INTRINSIC_ADVANTAGES not in rows
 
 
-#: The DQN family: the plugins add their intrinsic reward to the env's (the others: value mode).
-REWARD_MODE_ALGORITHMS = ("dqn", "qrdqn", "iqn")
+#: The DQN and V-trace families: the plugins add their intrinsic reward to the env's (the others:
+#: value mode).
+REWARD_MODE_ALGORITHMS = ("dqn", "qrdqn", "iqn", "impala", "appo")
+VTRACE_ALGORITHMS = ("impala", "appo")
 
 
 def chain_config(tmp_path, algorithm="dqn", **exploration):
     training = (
         {"env_steps_per_training_step": 16, "train_batch_size": 16, "learning_starts": 0}
-        if algorithm in REWARD_MODE_ALGORITHMS
+        if algorithm in REWARD_MODE_ALGORITHMS and algorithm not in VTRACE_ALGORITHMS
         else {"train_batch_size": 64}
-        if algorithm == "a2c"
+        if algorithm == "a2c" or algorithm in VTRACE_ALGORITHMS
         else {"train_batch_size": 64, "vf_sgd_minibatch_size": 32, "vf_num_sgd_iter": 1}
         if algorithm == "trpo"
         else {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1}
@@ -184,7 +186,10 @@ def chain_config(tmp_path, algorithm="dqn", **exploration):
         "algorithm": algorithm,
         "seed": 0,
         "env": {"name": "rlgear/DeepChain-v0", "kwargs": {"length": 6}},
-        "workers": {"num_envs_per_worker": 4},
+        "workers": {
+            "num_envs_per_worker": 4,
+            **({"rollout_fragment_length": 16} if algorithm in VTRACE_ALGORITHMS else {}),
+        },
         "model": {"hidden_sizes": [16]},
         "training": {**training, "min_env_steps_per_iteration": 64},
         "exploration": {
@@ -212,10 +217,13 @@ def make_trainer(config):
         ("trpo", "torch"),
         ("qrdqn", "torch"),
         ("iqn", "torch"),
+        ("impala", "torch"),
+        ("appo", "torch"),
         pytest.param("dqn", "tf", marks=needs_tf),
         pytest.param("ppo", "tf", marks=needs_tf),
         pytest.param("trpo", "tf", marks=needs_tf),
         pytest.param("qrdqn", "tf", marks=needs_tf),
+        pytest.param("appo", "tf", marks=needs_tf),
     ],
 )
 def test_episode_returns_stay_extrinsic_and_stats_are_reported(tmp_path, algorithm, backend):
@@ -301,7 +309,7 @@ def test_weight_sync_carries_the_module_and_its_statistics(tmp_path):
     [
         (
             {"algorithm": "pg"},
-            r"exploration\.name: exploration 'rnd' does not support algorithm 'pg' \(it supports: a2c, dqn, iqn, ppo, qrdqn, trpo\)",
+            r"exploration\.name: exploration 'rnd' does not support algorithm 'pg' \(it supports: a2c, appo, dqn, impala, iqn, ppo, qrdqn, trpo\)",
         ),
         ({"learners": {"num_learners": 1}}, r"exploration\.name: .*learners\.num_learners: 0"),
         ({"exploration": {"name": "rnd", "lr": -1.0}}, r"exploration\.lr: expected a positive number"),
@@ -352,6 +360,8 @@ def test_rnd_and_icm_are_registered():
         "dqn": xp.REWARD_MODE,
         "qrdqn": xp.REWARD_MODE,
         "iqn": xp.REWARD_MODE,
+        "impala": xp.REWARD_MODE,
+        "appo": xp.REWARD_MODE,
     }
     plugin = registry.load_exploration("rnd")
     assert issubclass(plugin, xp.Exploration) and plugin.mode("dqn") == xp.REWARD_MODE
@@ -457,6 +467,7 @@ def icm_config(tmp_path, algorithm="dqn"):
         ("trpo", "torch"),
         ("qrdqn", "torch"),
         ("iqn", "torch"),
+        ("impala", "torch"),
         pytest.param("ppo", "tf", marks=needs_tf),
         pytest.param("iqn", "tf", marks=needs_tf),
     ],
@@ -495,3 +506,39 @@ def test_icm_trains_alongside_reports_its_losses_and_round_trips_through_a_check
     finally:
         trainer.stop()
         other.stop()
+
+
+def test_vtrace_learns_exploration_on_taken_transitions_and_drops_the_columns(tmp_path):
+    """The V-trace learner's batches are ``[B, T+1]`` sequences: the module learns from each row but a
+    sequence's bootstrap row and LAST rows (whose action was never taken), and the sequences the
+    algorithm learns from carry no ``exploration_*`` column."""
+    trainer = make_trainer(chain_config(tmp_path, "appo"))
+    try:
+        seen = []
+        trainer.learn_exploration = lambda rows: (seen.append(rows), (rows, {"exploration/x": 1.0}))[1]
+        steps = np.full((2, 5), int(StepType.MID))
+        steps[0, 0], steps[0, 2], steps[0, 3] = int(StepType.FIRST), int(StepType.LAST), int(StepType.FIRST)
+        batch = SB(
+            {
+                SB.OBS: np.arange(10, dtype=np.float32).reshape(2, 5, 1),
+                SB.ACTIONS: np.zeros((2, 5), np.int64),
+                SB.STEP_TYPES: steps,
+                xp.INTRINSIC_REWARDS: np.ones((2, 5), np.float32),
+            }
+        )
+        out, stats = trainer.learn_exploration_on_sequences(batch)
+    finally:
+        trainer.stop()
+    assert stats == {"exploration/x": 1.0}
+    # rows 0..3 of each sequence, less sequence 0's LAST row (obs 2): 7 transitions
+    assert sorted(seen[0][SB.OBS].reshape(-1).tolist()) == [0.0, 1.0, 3.0, 5.0, 6.0, 7.0, 8.0]
+    assert xp.INTRINSIC_REWARDS not in out and set(out) == {SB.OBS, SB.ACTIONS, SB.STEP_TYPES}
+
+
+def test_the_exploration_postprocess_keeps_what_the_sampler_reads_of_the_wrapped_one():
+    """V-trace's postprocess makes its own sequences: the wrapper must say so too, or a recurrent
+    policy's rows would be cut into sequences again."""
+    from rlgear.plugins.families.vtrace.vtrace_trainer import VTraceTrainer
+
+    wrapped = ExplorationPostprocess(VTraceTrainer.postprocess, xp.REWARD_MODE)
+    assert wrapped.makes_own_sequences is True

@@ -31,6 +31,7 @@ import numpy as np
 
 from rlgear import exploration as xp
 from rlgear.sample_batch import SampleBatch
+from rlgear.sampling.postprocessing import POSTPROCESS_ATTRIBUTES
 from rlgear.timestep import StepType
 
 Postprocess = Callable[[SampleBatch, Any, Any], SampleBatch]
@@ -85,6 +86,9 @@ class ExplorationPostprocess:
             )
         self.postprocess = postprocess
         self.mode = mode
+        for name in POSTPROCESS_ATTRIBUTES:  # what the sampler asks of the function it wraps
+            if hasattr(postprocess, name):
+                setattr(self, name, getattr(postprocess, name))
 
     def __call__(self, fragment: SampleBatch, policy: Any, config: Any) -> SampleBatch:
         module = policy.exploration_module

@@ -89,7 +89,7 @@ def clip_rewards(rewards: np.ndarray, clip: bool | float) -> np.ndarray:
 
 
 #: Attributes of a postprocess function that the sampler reads (see rlgear.sampling.sampler).
-_POSTPROCESS_ATTRIBUTES = ("window_columns", "makes_own_sequences")
+POSTPROCESS_ATTRIBUTES = ("window_columns", "makes_own_sequences")
 
 
 class ClippedRewardsPostprocess:
@@ -105,7 +105,7 @@ class ClippedRewardsPostprocess:
     def __init__(self, postprocess: Callable[..., SampleBatch], clip: bool | float):
         self.postprocess = postprocess
         self.clip = clip
-        for name in _POSTPROCESS_ATTRIBUTES:  # what the sampler asks of the function it wraps
+        for name in POSTPROCESS_ATTRIBUTES:  # what the sampler asks of the function it wraps
             if hasattr(postprocess, name):
                 setattr(self, name, getattr(postprocess, name))
 

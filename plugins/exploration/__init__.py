@@ -3,8 +3,9 @@
 from rlgear.exploration import REWARD_MODE, VALUE_MODE
 
 #: What ``rnd`` and ``icm`` declare (``Exploration.algorithms``): value mode with the GAE family,
-#: reward mode with the DQN family; each shown solving ``rlgear/DeepChain-v0`` where it fails
-#: alone (tests/test_learning_exploration.py).
+#: reward mode with the DQN and V-trace families (the latter have no GAE advantages to mix an
+#: intrinsic value into); each shown solving ``rlgear/DeepChain-v0`` where it fails alone
+#: (tests/test_learning_exploration.py).
 BUILT_IN_ALGORITHMS = {
     "ppo": VALUE_MODE,
     "a2c": VALUE_MODE,
@@ -12,4 +13,6 @@ BUILT_IN_ALGORITHMS = {
     "dqn": REWARD_MODE,
     "qrdqn": REWARD_MODE,
     "iqn": REWARD_MODE,
+    "impala": REWARD_MODE,
+    "appo": REWARD_MODE,
 }

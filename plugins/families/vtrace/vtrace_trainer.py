@@ -47,6 +47,10 @@ from rlgear.trainer import Trainer
 
 _LAST = int(StepType.LAST)
 
+#: Columns an exploration plugin's sampling side adds (rlgear.sampling.intrinsic): kept as sequences
+#: until its module has learned from them (:meth:`VTraceTrainer.learn_exploration_on_sequences`).
+EXPLORATION_PREFIX = "exploration_"
+
 #: Columns the learner needs; everything else the evaluator records is dropped before the queue.
 SEQUENCE_COLUMNS = (
     SampleBatch.OBS,
@@ -117,6 +121,8 @@ class VTraceTrainer(Trainer):
             if SampleBatch.ACTION_MASK in fragment
             else SEQUENCE_COLUMNS
         )
+        # an exploration plugin's columns (``exploration_*``) travel as sequences too, for the learner
+        columns = (*columns, *(key for key in fragment if key.startswith(EXPLORATION_PREFIX)))
         out = {key: np.swapaxes(fragment[key], 0, 1) for key in columns}
         if config.model.recurrent:  # model.lstm or model.attention
             out[SampleBatch.PREV_ACTIONS] = np.swapaxes(fragment[SampleBatch.PREV_ACTIONS], 0, 1)
@@ -156,6 +162,7 @@ class VTraceTrainer(Trainer):
                 lags.append(self._policy_lag_of_arrival(worker_id))
         while sum(steps for _, steps in self._queue) >= training.train_batch_size:
             batch, env_steps = self._take_learner_batch(training.train_batch_size)
+            batch, exploration_stats = self.learn_exploration_on_sequences(batch)
             if isinstance(batch, MultiAgentBatch):  # each trained policy learns on its own sequences
                 for pid in self.policies_to_train:
                     self.policy_map[pid].set_global_timestep(self.timesteps_total)
@@ -167,6 +174,7 @@ class VTraceTrainer(Trainer):
                 self._last_stats = self.policy.learn_on_batch(batch)
             self.num_learner_updates += 1
             self._last_stats.update(self.after_learner_update(env_steps))
+            self._last_stats.update(exploration_stats)
         self._broadcast(returned - {0}, training.broadcast_interval)
         stats = dict(self._last_stats)
         stats["num_learner_updates"] = float(self.num_learner_updates)
@@ -174,6 +182,29 @@ class VTraceTrainer(Trainer):
         if lags:
             stats["policy_lag"] = float(np.mean(lags))
         return stats
+
+    def learn_exploration_on_sequences(self, batch: Any) -> tuple[Any, dict[str, float]]:
+        """With an ``exploration`` plugin: train its module on the transitions of ``batch``'s
+        ``[B, T+1]`` sequences and return the sequences without the ``exploration_*`` columns.
+
+        Why flattened and masked: the module learns from transitions ``(obs[t], action[t],
+        obs[t+1])``; a sequence's last row is the bootstrap (its transition is in the next
+        fragment), and a LAST row's action was never taken (the reward side gives it 0 too).
+        """
+        if self.config.exploration.name is None or isinstance(batch, MultiAgentBatch):
+            return batch, {}  # a multiagent section with a plugin is refused at config time
+        columns = [key for key in batch if key.startswith(EXPLORATION_PREFIX)]
+        if not columns:
+            return batch, {}
+        taken = np.asarray(batch[SampleBatch.STEP_TYPES])[:, :-1] != StepType.LAST
+        rows = SampleBatch(
+            {
+                key: np.asarray(batch[key])[:, :-1][taken]
+                for key in (SampleBatch.OBS, SampleBatch.ACTIONS, *columns)
+            }
+        )
+        _, stats = self.learn_exploration(rows)
+        return SampleBatch({k: v for k, v in batch.items() if k not in columns}), stats
 
     def after_learner_update(self, env_steps: int) -> dict[str, float]:
         """Called after every learner update on a batch of ``env_steps`` env steps; returns extra
