@@ -54,7 +54,9 @@ REWARD_MODE = "reward"
 #: The module's intrinsic value head gives intrinsic advantages mixed into the algorithm's (GAE).
 VALUE_MODE = "value"
 
-#: Batch columns the sampling side adds for the learner (dropped before the algorithm learns).
+#: Batch columns the sampling side adds for the learner (dropped before the algorithm learns); every
+#: one starts with :data:`COLUMN_PREFIX`, which is how the learner finds them.
+COLUMN_PREFIX = "exploration_"
 NEXT_OBS = "exploration_next_obs"  # obs[t+1] of row t (one step, unlike n-step ``next_obs``)
 INTRINSIC_REWARDS = "exploration_rewards"  # the raw (unnormalized) intrinsic reward of row t
 INTRINSIC_RETURNS = "exploration_returns"  # the running non-episodic discounted intrinsic return

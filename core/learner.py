@@ -33,6 +33,7 @@ import numpy as np
 from rlgear.backend import Backend, backend_class_for
 from rlgear.config import multiagent
 from rlgear.errors import UnsupportedError
+from rlgear.exploration import COLUMN_PREFIX
 from rlgear.policy import Policy, PolicyState
 from rlgear.preprocessing import ObservationPreprocessor
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch
@@ -212,7 +213,7 @@ class Learner:
     @staticmethod
     def _learn_exploration(policy: Policy, rows: SampleBatch) -> tuple[SampleBatch, dict[str, float]]:
         module = getattr(policy, "exploration_module", None)
-        columns = [key for key in rows if key.startswith("exploration_")]
+        columns = [key for key in rows if key.startswith(COLUMN_PREFIX)]
         if module is None or not columns:
             return rows, {}
         own = SampleBatch({k: v for k, v in rows.items() if k not in columns})

@@ -4,8 +4,8 @@
 from ``(phi(s), phi(s'))`` and a forward model that predicts ``phi(s')`` from ``(phi(s), a)``; the
 forward model's error is the intrinsic reward (high where the agent cannot yet predict what its
 actions do). With ppo, a2c and trpo the intrinsic returns are non-episodic with their own value
-head (value mode, as ``rnd``); with dqn, qrdqn, iqn, impala and appo the normalized intrinsic reward is added to
-the env's reward (reward mode). Discrete actions. The math is in :mod:`.common`.
+head (value mode, as ``rnd``); with dqn, qrdqn, iqn, impala and appo the normalized intrinsic
+reward is added to the env's reward (reward mode). Discrete actions. The math is in :mod:`.common`.
 """
 
 from __future__ import annotations

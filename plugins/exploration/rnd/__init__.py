@@ -3,8 +3,8 @@
 ``exploration: {name: rnd}``: a fixed random target network and a predictor trained to match it on
 the observations the agent reaches; the predictor's error is the intrinsic reward (high where the
 agent has rarely been). With ppo, a2c and trpo the intrinsic returns are non-episodic with their
-own value head (value mode, Burda sec. 2.3); with dqn, qrdqn, iqn, impala and appo the normalized intrinsic
-reward is added to the env's reward (reward mode). The math is in :mod:`.common`.
+own value head (value mode, Burda sec. 2.3); with dqn, qrdqn, iqn, impala and appo the normalized
+intrinsic reward is added to the env's reward (reward mode). The math is in :mod:`.common`.
 """
 
 from __future__ import annotations

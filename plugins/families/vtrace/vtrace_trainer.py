@@ -40,16 +40,13 @@ from rlgear.config import RunConfig
 from rlgear.distributed.async_ops import AsyncSampler
 from rlgear.distributed.rollout_ops import learn_per_policy
 from rlgear.errors import ConfigError
+from rlgear.exploration import COLUMN_PREFIX
 from rlgear.sample_batch import MultiAgentBatch, SampleBatch, concat_any
 from rlgear.sampling.sequences import makes_own_sequences
 from rlgear.timestep import StepType
 from rlgear.trainer import Trainer
 
 _LAST = int(StepType.LAST)
-
-#: Columns an exploration plugin's sampling side adds (rlgear.sampling.intrinsic): kept as sequences
-#: until its module has learned from them (:meth:`VTraceTrainer.learn_exploration_on_sequences`).
-EXPLORATION_PREFIX = "exploration_"
 
 #: Columns the learner needs; everything else the evaluator records is dropped before the queue.
 SEQUENCE_COLUMNS = (
@@ -121,8 +118,9 @@ class VTraceTrainer(Trainer):
             if SampleBatch.ACTION_MASK in fragment
             else SEQUENCE_COLUMNS
         )
-        # an exploration plugin's columns (``exploration_*``) travel as sequences too, for the learner
-        columns = (*columns, *(key for key in fragment if key.startswith(EXPLORATION_PREFIX)))
+        # an exploration plugin's columns travel as sequences too, kept until its module has learned
+        # from them (learn_exploration_on_sequences)
+        columns = (*columns, *(key for key in fragment if key.startswith(COLUMN_PREFIX)))
         out = {key: np.swapaxes(fragment[key], 0, 1) for key in columns}
         if config.model.recurrent:  # model.lstm or model.attention
             out[SampleBatch.PREV_ACTIONS] = np.swapaxes(fragment[SampleBatch.PREV_ACTIONS], 0, 1)
@@ -193,10 +191,10 @@ class VTraceTrainer(Trainer):
         """
         if self.config.exploration.name is None or isinstance(batch, MultiAgentBatch):
             return batch, {}  # a multiagent section with a plugin is refused at config time
-        columns = [key for key in batch if key.startswith(EXPLORATION_PREFIX)]
+        columns = [key for key in batch if key.startswith(COLUMN_PREFIX)]
         if not columns:
             return batch, {}
-        taken = np.asarray(batch[SampleBatch.STEP_TYPES])[:, :-1] != StepType.LAST
+        taken = np.asarray(batch[SampleBatch.STEP_TYPES])[:, :-1] != _LAST
         rows = SampleBatch(
             {
                 key: np.asarray(batch[key])[:, :-1][taken]
