@@ -114,7 +114,7 @@ def test_ppo_with_rnd_solves_deep_chain_within_20k_env_steps_on_tf():
 # --- the other algorithms the plugins declare: qrdqn and iqn (reward mode), trpo (value mode) -------
 # qrdqn and iqn run the dqn configs with ``algorithm`` swapped (their keys are the DQN family's).
 # Measured (torch, seeds 0/1/2): qrdqn+rnd 7.0k/6.0k/6.0k env steps (about 22 s), iqn+icm
-# 9.1k/7.0k/11.1k (about 14 s); plain qrdqn and iqn solved nothing in 20k (seed 0).
+# 9.1k/7.0k/11.1k (about 14 s); plain qrdqn and iqn solved nothing in 20k (seed 0; qrdqn's is tested).
 
 
 @pytest.mark.slow
@@ -130,8 +130,10 @@ def test_the_dqn_family_with_exploration_solves_deep_chain_where_it_does_not_alo
     trainer_cls = registry.load_algorithm(algorithm)
     value, steps = train(trainer_cls, config_name, budget, f"algorithm={algorithm}")
     assert value == 1.0 and steps <= budget + 1_000
-    value, _ = train(trainer_cls, config_name, budget, f"algorithm={algorithm}", "exploration=null")
-    assert value == 0.0
+    # One negative stands for the family: iqn's (20k steps) cost 17 s of CI for the same news.
+    if algorithm == "qrdqn":
+        value, _ = train(trainer_cls, config_name, budget, f"algorithm={algorithm}", "exploration=null")
+        assert value == 0.0
 
 
 @pytest.mark.slow
