@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlgear import config as config_mod
-from rlgear.config import RunConfig, multiagent
+from rlgear.config import RunConfig
 from rlgear.errors import UnsupportedError
 from rlgear.plugins.algorithms.ddpg.ddpg import DDPG
 from rlgear.plugins.algorithms.ddpg.maddpg.config import MADDPGConfig, MATD3Config
-from rlgear.plugins.algorithms.ddpg.maddpg.team import team_spaces
-from rlgear.sampling.agent_groups import team_refusals
+from rlgear.plugins.families.replay.team import team_learner_refusals, team_spaces
 
 #: Keys that shape the networks (the actor's input, the number of critics): reset_config() refuses them.
 NETWORK_KEYS = ("agent_id", "twin_q")
@@ -39,30 +38,8 @@ class MADDPG(DDPG):
     def check_config(cls, config: RunConfig) -> None:
         """Refuse what the team learner does not build, naming the key."""
         super().check_config(config)
-        ids = multiagent.policy_ids(config)
-        refusals = (
-            (
-                len(ids) > 1,
-                "multiagent.policies",
-                f"{cls.name} learns one team policy (a shared actor, a centralised critic) for all "
-                f"agents; the config names {len(ids)} ({', '.join(ids)})",
-            ),
-            (
-                bool(config.model.lstm),
-                "model.lstm",
-                f"{cls.name}'s actor and critic are feed-forward; set it to false",
-            ),
-            (
-                bool(config.model.custom),
-                "model.custom",
-                f"{cls.name} builds its own shared actor and centralised critic (model.hidden_sizes)",
-            ),
-            (
-                config.exploration.name is not None,
-                "exploration.name",
-                f"{cls.name} explores with DDPG's noise per agent (training.exploration_noise); remove the key",
-            ),
-            *team_refusals(config, cls.name),
+        refusals = team_learner_refusals(
+            config, cls.name, "DDPG's noise per agent (training.exploration_noise)"
         )
         for refused, key, message in refusals:
             if refused:
@@ -82,7 +59,7 @@ class MADDPG(DDPG):
         """The spaces of a grouped Box team (the rollout workers group every env, a single-agent one as
         a team of one; Discrete or unequal action spaces are refused there)."""
         try:
-            team_spaces(observation_space, action_space)
+            team_spaces(observation_space, action_space, cls.name)
         except TypeError as err:
             raise UnsupportedError(f"algorithm '{cls.name}', env '{config.env.name}': {err}") from None
 

@@ -8,10 +8,10 @@ import numpy as np
 
 from rlgear.blocks.replay_buffers import NEXT_OBS
 from rlgear.errors import UnsupportedError
-from rlgear.plugins.algorithms.ddpg.maddpg.team import TeamActing, actor_input_dim, team_spaces
 from rlgear.plugins.algorithms.ddpg.tf_policy import DDPGTFPolicy
 from rlgear.plugins.backends.tf import tf
 from rlgear.plugins.backends.tf.offpolicy_models import ActorCritics, ActorMLP, StackedMLP
+from rlgear.plugins.families.replay.team import TeamActing, actor_input_dim, team_spaces
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 

@@ -1,7 +1,10 @@
-"""What MADDPG's torch and TF policies share, in numpy: the team's spaces, the actor's inputs and acting.
+"""What the centralised-critic team learners (``maddpg``, ``matd3``, ``masac``) share, framework-free:
+the team's spaces, the shared actor's inputs, acting, and what their trainers refuse.
 
-Acting is numpy for the reason DDPG's is (:mod:`rlgear.blocks.squashed_inference`): a few rows per
-env step through a small MLP. The team observation ``[B, n + 1, W]`` is split by
+It lives in the replay family, not in one algorithm's package, because algorithms never import each
+other (``.importlinter``): MADDPG (a DDPG) and MASAC (a SAC) both build on it. Acting is numpy for
+the reason DDPG's and SAC's is (:mod:`rlgear.blocks.squashed_inference`): a few rows per env step
+through a small MLP. The team observation ``[B, n + 1, W]`` is split by
 :class:`~rlgear.sampling.agent_groups.TeamLayout`; the shared actor sees each agent's own row (and
 its one-hot index) only, so an agent's action never depends on another agent's observation
 (decentralised execution); the critic alone reads the state row and the joint action.
@@ -13,18 +16,21 @@ from typing import Any
 
 import numpy as np
 
-from rlgear.sampling.agent_groups import TeamLayout, team_layout
+from rlgear.config import RunConfig, multiagent
+from rlgear.sampling.agent_groups import TeamLayout, team_layout, team_refusals
 from rlgear.spaces import Box, Space
 from rlgear.timestep import TimeStep
 
 
-def team_spaces(observation_space: Space, action_space: Space) -> tuple[TeamLayout, int]:
+def team_spaces(
+    observation_space: Space, action_space: Space, algorithm: str = "maddpg"
+) -> tuple[TeamLayout, int]:
     """``(layout, A)`` of a grouped Box team's spaces (team observation ``[n + 1, W]``, team action
     Box ``[n, A]``), or a TypeError saying why they are not one."""
     try:
         layout = team_layout(observation_space)
     except ValueError as err:
-        raise TypeError(f"maddpg acts for a team of agents: {err}") from None
+        raise TypeError(f"{algorithm} acts for a team of agents: {err}") from None
     if (
         not isinstance(action_space, Box)
         or len(action_space.shape) != 2
@@ -32,7 +38,7 @@ def team_spaces(observation_space: Space, action_space: Space) -> tuple[TeamLayo
         or not action_space.bounded
     ):
         raise TypeError(
-            "maddpg needs the team's bounded Box action [agents, A] (each agent's bounded one-dimensional "
+            f"{algorithm} needs the team's bounded Box action [agents, A] (each agent's bounded one-dimensional "
             f"Box, padded to the widest by the rollout worker's agent grouping), got {action_space!r}"
         )
     return layout, int(action_space.shape[1])
@@ -52,10 +58,43 @@ def actor_inputs(agent_obs: np.ndarray, agent_id: bool) -> np.ndarray:
     return np.concatenate([agent_obs, ids], axis=-1)
 
 
+def team_learner_refusals(
+    config: RunConfig, algorithm: str, explores_with: str
+) -> list[tuple[bool, str, str]]:
+    """``(refused, key, message)`` for what a team learner (one shared actor, a centralised critic)
+    does not build; ``explores_with`` says how it explores instead of an exploration plugin."""
+    ids = multiagent.policy_ids(config)
+    return [
+        (
+            len(ids) > 1,
+            "multiagent.policies",
+            f"{algorithm} learns one team policy (a shared actor, a centralised critic) for all "
+            f"agents; the config names {len(ids)} ({', '.join(ids)})",
+        ),
+        (
+            bool(config.model.lstm),
+            "model.lstm",
+            f"{algorithm}'s actor and critic are feed-forward; set it to false",
+        ),
+        (
+            bool(config.model.custom),
+            "model.custom",
+            f"{algorithm} builds its own shared actor and centralised critic (model.hidden_sizes)",
+        ),
+        (
+            config.exploration.name is not None,
+            "exploration.name",
+            f"{algorithm} explores with {explores_with}; remove the key",
+        ),
+        *team_refusals(config, algorithm),
+    ]
+
+
 class TeamActing:
-    """Mixed in before DDPG's policy on a backend: ``compute_actions`` for the team, each agent acting
-    on its own row through the numpy actor twin; exploration noise (DDPG's Gaussian or OU, on the
-    flat joint action) is independent per agent and action component.
+    """Mixed in before DDPG's or SAC's policy on a backend: ``compute_actions`` for the team, each
+    agent acting on its own row through the numpy actor twin. DDPG's exploration noise (Gaussian or
+    OU, on the flat joint action) is independent per agent and action component; SAC's twin samples
+    each agent's squashed Gaussian (its ``exploration`` adds nothing).
 
     The host provides ``layout``, ``agent_actions`` (A), ``num_actions`` (n x A, the joint width),
     ``actor_twin``, ``acting_rng``, ``action_low`` / ``action_half_range`` (flat, n x A),
@@ -89,8 +128,9 @@ class TeamActing:
     def compute_actions(
         self, timestep: TimeStep, state: Any = None, explore: bool = True
     ) -> tuple[np.ndarray, Any, dict[str, np.ndarray]]:
-        """Team actions ``[B, n, A]``: uniform before ``learning_starts`` env steps (as DDPG), else each
-        agent's ``tanh(mu(o_a, id_a))`` (with exploration noise when exploring) rescaled to its bounds."""
+        """Team actions ``[B, n, A]``: uniform before ``learning_starts`` env steps (as DDPG and SAC), else
+        each agent's ``tanh(mu(o_a, id_a))`` (exploring: with DDPG's noise, or SAC's sample) rescaled to
+        its bounds."""
         twin = self.actor_twin
         if twin.version != self.weights_version:
             twin.load(self.get_weights(), self.weights_version)
