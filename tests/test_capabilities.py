@@ -63,8 +63,8 @@ def test_qmix_and_vdn_declare_multi_agent_recurrent_discrete_on_both_backends(na
     assert registry.load_algorithm(name).groups_agents
 
 
-@pytest.mark.parametrize("name", ["maddpg", "matd3"])
-def test_maddpg_and_matd3_declare_multi_agent_feed_forward_continuous_on_both_backends(name):
+@pytest.mark.parametrize("name", ["maddpg", "matd3", "masac"])
+def test_maddpg_matd3_and_masac_declare_multi_agent_feed_forward_continuous_on_both_backends(name):
     caps = registry.load_algorithm(name).capabilities()
     assert caps == {
         "discrete": False,

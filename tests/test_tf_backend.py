@@ -461,6 +461,7 @@ BUILTIN_ALGORITHMS = [
     "maddpg",
     "mappo",
     "marwil",
+    "masac",
     "matd3",
     "pg",
     "ppo",

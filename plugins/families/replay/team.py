@@ -12,11 +12,14 @@ its one-hot index) only, so an agent's action never depends on another agent's o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rlgear import config as config_mod
 from rlgear.config import RunConfig, multiagent
+from rlgear.errors import UnsupportedError
 from rlgear.sampling.agent_groups import TeamLayout, team_layout, team_refusals
 from rlgear.spaces import Box, Space
 from rlgear.timestep import TimeStep
@@ -88,6 +91,46 @@ def team_learner_refusals(
         ),
         *team_refusals(config, algorithm),
     ]
+
+
+class TeamTrainer:
+    """Mixed in before a replay trainer (DDPG's, SAC's): what a team learner refuses, its spaces, and
+    the network keys that :meth:`reset_config` cannot change. A subclass sets :attr:`explores_with`
+    (how it explores, for the refusal of an exploration plugin) and :attr:`network_keys`."""
+
+    name: str
+    config: RunConfig
+    config_class: type
+    explores_with: str = ""
+    #: Keys that shape the networks (the actor's input, the number of critics): reset_config() refuses them.
+    network_keys: tuple[str, ...] = ("agent_id",)
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> None:
+        """Refuse what the team learner does not build, naming the key."""
+        super().check_config(config)  # type: ignore[misc]
+        for refused, key, message in team_learner_refusals(config, cls.name, cls.explores_with):
+            if refused:
+                raise config.fail(key, message)
+
+    def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
+        """As the base trainer's; False also when a key of :attr:`network_keys` changes (the networks
+        are built once)."""
+        if isinstance(new_config, Mapping):
+            new_config = config_mod.resolve(new_config, training_class=self.config_class)
+        old, new = self.config.training, new_config.training
+        if any(getattr(old, key) != getattr(new, key) for key in self.network_keys):
+            return False
+        return super().reset_config(new_config)  # type: ignore[misc]
+
+    @classmethod
+    def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
+        """The spaces of a grouped Box team (the rollout workers group every env, a single-agent one as
+        a team of one; Discrete or unequal action spaces are refused there)."""
+        try:
+            team_spaces(observation_space, action_space, cls.name)
+        except TypeError as err:
+            raise UnsupportedError(f"algorithm '{cls.name}', env '{config.env.name}': {err}") from None
 
 
 class TeamActing:
