@@ -35,6 +35,9 @@ def maddpg_config(
             "train_batch_size": 8,
             "learning_starts": 16,
             "buffer_size": 200,
+            # 32 gradient steps per 16 env steps (DDPG's default, 256 rows per env step, makes 512 on
+            # these minibatches of 8: the cost of these tests, for nothing they check)
+            "training_intensity": 16.0,
         },
         "logging": {"tensorboard": False, "progress": "none"},
     }

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:TensorFlow was already initializ
 
 
 def masac_config(**sections) -> dict:
+    """maddpg's small run (2 agents on the line task, minibatches of 8, 32 gradient steps per 16 env steps)."""
     return maddpg_config("masac", **sections)
 
 
