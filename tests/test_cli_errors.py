@@ -166,6 +166,17 @@ CASES = {
         train(p, VALID + "learners: {num_learners: 2, num_gpus_per_learner: 1}\n"),
         ["learners: asked for 2 learners x 1 GPU, the cluster has 0 GPUs", "learners.num_gpus_per_learner"],
     ),
+    "gsde-on-discrete-actions": lambda p: (
+        train(p, VALID + "training:\n  use_sde: true\n"),
+        [
+            f"{p / 'run.yaml'}: training.use_sde: gSDE needs Box actions, but env 'CartPole-v1' has "
+            "Discrete(n=2): set it to false"
+        ],
+    ),
+    "gsde-on-discrete-sac": lambda p: (
+        train(p, "algorithm: sac\nenv:\n  name: CartPole-v1\ntraining:\n  use_sde: true\n"),
+        [f"{p / 'run.yaml'}: training.use_sde: gSDE needs Box actions, but env 'CartPole-v1' has Discrete"],
+    ),
     "evaluate-zero-episodes": lambda p: (
         ["evaluate", str(p), "--episodes", "0"],
         ["--episodes: expected a positive number, got 0"],

@@ -53,6 +53,7 @@ def policy_on(tmp_path, algorithm, backend, **training):
         ("tqc", "top_quantiles_to_drop_per_net", 25, "training.top_quantiles_to_drop_per_net: expected 0 to"),
         ("tqc", "top_quantiles_to_drop_per_net", -1, "training.top_quantiles_to_drop_per_net"),
         ("tqc", "tau", 0.0, "training.tau"),
+        ("tqc", "use_sde", True, "training.use_sde: expected false: tqc has no gSDE exploration"),
         ("crossq", "tau", 0.005, "training.tau"),  # no target network, no tau
         ("crossq", "policy_delay", 0, "training.policy_delay: expected a positive integer, got 0"),
         ("crossq", "critic_hidden_sizes", [], "training.critic_hidden_sizes: expected a non-empty list"),

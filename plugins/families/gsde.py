@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,3 +124,15 @@ class SDENoise:
         self.steps = np.array(arrays["sde_steps"], np.int64)
         self.drawn_at = np.where(np.asarray(arrays["sde_current"]) == 1, version, -1).astype(np.int64)
         self.rng.bit_generator.state = json.loads(bytes(np.asarray(arrays["sde_rng"], np.uint8)).decode())
+
+
+def check_sde_action_space(config: Any, action_space: Any) -> None:
+    """Refuse ``training.use_sde`` on an env without Box actions, naming the key, before a policy is
+    built. gSDE's noise is a Gaussian over continuous actions; the policies refuse it too (a
+    ``TypeError`` for code that builds one directly), and this check turns that into the one-line
+    config error ``rlgear train`` prints."""
+    if getattr(config.training, "use_sde", False) and action_space.kind != "continuous":
+        raise config.fail(
+            "training.use_sde",
+            f"gSDE needs Box actions, but env '{config.env.name}' has {action_space!r}: set it to false",
+        )

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.ppo.config import PPOConfig
+from rlgear.plugins.families.gsde import check_sde_action_space
 from rlgear.sample_batch import SampleBatch
 from rlgear.sampling.postprocessing import add_gae, trainable_rows
 from rlgear.trainer import Trainer
@@ -30,6 +31,12 @@ class PPO(Trainer):
     recurrent = True
     relational = True  # the catalog actor-critic, whose encoder it is
     multi_agent = True
+
+    @classmethod
+    def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
+        """As the base trainer's; ``training.use_sde`` also needs Box actions."""
+        super().check_spaces(config, observation_space, action_space)
+        check_sde_action_space(config, action_space)
 
     @staticmethod
     def postprocess(fragment: SampleBatch, policy: Any, config: RunConfig) -> SampleBatch:

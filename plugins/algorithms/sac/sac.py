@@ -8,6 +8,7 @@ from typing import Any
 from rlgear import config as config_mod
 from rlgear.config import RunConfig
 from rlgear.plugins.algorithms.sac.config import SACConfig
+from rlgear.plugins.families.gsde import check_sde_action_space
 from rlgear.plugins.families.replay.replay_trainer import ReplayTrainer
 
 # Keys the policy reads once, when it builds log_alpha and its optimizer (and gSDE's policy class and
@@ -27,6 +28,12 @@ class SAC(ReplayTrainer):
         "tf": "rlgear.plugins.algorithms.sac.tf_policy:SACTFPolicy",
     }
     action_spaces = frozenset({"continuous", "discrete"})
+
+    @classmethod
+    def check_spaces(cls, config: RunConfig, observation_space: Any, action_space: Any) -> None:
+        """As the replay trainer's; ``training.use_sde`` also needs Box actions (discrete SAC has none)."""
+        super().check_spaces(config, observation_space, action_space)
+        check_sde_action_space(config, action_space)
 
     def reset_config(self, new_config: RunConfig | Mapping[str, Any]) -> bool:
         """As :meth:`ReplayTrainer.reset_config`; False also when ``tune_alpha``, ``initial_alpha`` or

@@ -44,6 +44,8 @@ class TQCConfig(SACConfig):
                 f"expected 0 to n_quantiles - 1 ({self.n_quantiles - 1}) so that some target atoms are "
                 f"kept, got {self.top_quantiles_to_drop_per_net}",
             )
+        if self.use_sde:
+            raise fail("training.use_sde", "expected false: tqc has no gSDE exploration (use sac for gSDE)")
 
     def kept_atoms(self) -> int:
         """How many of the pooled target atoms the target keeps: ``n_critics x (n_quantiles - d)``."""
