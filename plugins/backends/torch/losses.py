@@ -174,12 +174,9 @@ class _QuantileHuber(torch.autograd.Function):
             low, high = below(q - kappa), below(q + kappa, right=True)
             end = torch.full_like(high, pairs)
             start = torch.zeros_like(low)
-            count = [
-                (b - a).to(q.dtype) for a, b in ((start, low), (low, zero_u), (zero_u, high), (high, end))
-            ]
-            total = [
-                between(sums, a, b) for a, b in ((start, low), (low, zero_u), (zero_u, high), (high, end))
-            ]
+            ranges = ((start, low), (low, zero_u), (zero_u, high), (high, end))  # u < -k, < 0, <= k, > k
+            count = [(b - a).to(q.dtype) for a, b in ranges]
+            total = [between(sums, a, b) for a, b in ranges]
             near_below = between(squares, low, zero_u) - 2 * q * total[1] + count[1] * q * q
             near_above = between(squares, zero_u, high) - 2 * q * total[2] + count[2] * q * q
             loss_below = kappa * (count[0] * (q - kappa / 2) - total[0]) + 0.5 * near_below
