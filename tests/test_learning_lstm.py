@@ -28,7 +28,10 @@ BUDGET = read_yaml(CONFIG)["stop"]["timesteps_total"]
 #: training trajectory (float32 rounding alone moved one set of initial weights from 111k to 472k),
 #: not from a backend; docs/recurrent.md has the table. Runs are deterministic per backend and seed
 #: here. Learning peaks near 400-450 and can fall back afterwards.
-SEEDS = {"torch": 2, "tf": 2}
+#: Env steps to pass BAR on tf (30 Nov 2026): seed 0 76,316, seed 1 73,621, seed 2 90,310, seed 3
+#: 46,614, seed 4 47,634. Every seed passes well inside the budget; tf runs seed 3 because tf's steps
+#: cost twice torch's and this was CI's slowest test (62.7 s on seed 2).
+SEEDS = {"torch": 2, "tf": 3}
 #: The tests' bar: five times what the same PPO without the LSTM scores (about 45). Seed 2 passed it
 #: at 51,944 env steps on torch and 90,310 on tf (29 Nov 2026), where the last stretch to the
 #: config's own stop of 400 takes another 217k (torch) and 218k (tf) env steps: that stretch is 3/4
