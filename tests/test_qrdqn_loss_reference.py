@@ -124,7 +124,8 @@ def backend_quantile_loss(backend):
 
         return run
     pytest.importorskip("tensorflow")
-    from rlgear.plugins.algorithms.dqn.qrdqn_tf_policy import quantile_huber_loss, tf
+    from rlgear.plugins.backends.tf import tf
+    from rlgear.plugins.backends.tf.losses import quantile_huber_loss
 
     def run(estimates, targets, taus, kappa):
         args = [tf.constant(np.asarray(a, np.float32)) for a in (estimates, targets, taus)]
@@ -151,6 +152,89 @@ def test_backend_quantile_huber_loss_gives_the_hand_worked_values(backend, kappa
     assert got[0] == pytest.approx(HAND[kappa], abs=1e-6)
     assert got[1] == pytest.approx(row_loss(TARGETS, ESTIMATES, kappa), abs=1e-6)
     assert got[1] != pytest.approx(got[0], abs=1e-3)
+
+
+def backend_quantile_loss_and_gradient(backend):
+    """``run(estimates, targets, taus, kappa) -> (row losses, d sum(row losses) / d estimates)``."""
+    if backend == "torch":
+        import torch
+
+        from rlgear.plugins.backends.torch.losses import quantile_huber_loss
+
+        def run(estimates, targets, taus, kappa):
+            estimates = torch.tensor(np.asarray(estimates, np.float32), requires_grad=True)
+            args = [torch.tensor(np.asarray(a, np.float32)) for a in (targets, taus)]
+            rows = quantile_huber_loss(estimates, *args, kappa)
+            rows.sum().backward()
+            return rows.detach().numpy(), estimates.grad.numpy()
+
+        return run
+    pytest.importorskip("tensorflow")
+    from rlgear.plugins.backends.tf import tf
+    from rlgear.plugins.backends.tf.losses import quantile_huber_loss
+
+    def run(estimates, targets, taus, kappa):
+        estimates = tf.constant(np.asarray(estimates, np.float32))
+        args = [tf.constant(np.asarray(a, np.float32)) for a in (targets, taus)]
+        with tf.GradientTape() as tape:
+            tape.watch(estimates)
+            rows = quantile_huber_loss(estimates, *args, kappa)
+            total = tf.reduce_sum(rows)
+        return rows.numpy(), tape.gradient(total, estimates).numpy()
+
+    return run
+
+
+def loss_and_gradient_with_taus(estimates, targets, taus, kappa):
+    """The pairwise reference with any taus, and its gradient in each estimate: ``d/d theta_i =
+    -mean_j |tau_i - 1{u_ij < 0}| clamp(u_ij, -kappa, kappa) / kappa`` (kappa 0: ``sign(u_ij)``)."""
+    loss, gradient = 0.0, np.zeros(len(estimates))
+    for i, (estimate, tau) in enumerate(zip(estimates, taus, strict=True)):
+        for target in targets:
+            u = float(target) - float(estimate)
+            loss += rho(u, tau, kappa) / len(targets)
+            slope = np.clip(u, -kappa, kappa) / kappa if kappa > 0 else np.sign(u)
+            gradient[i] -= abs(tau - (1.0 if u < 0 else 0.0)) * slope / len(targets)
+    return loss, gradient
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kappa", sorted(HAND))
+@pytest.mark.parametrize("per_row_taus", [False, True], ids=["midpoints", "per-row-taus"])
+def test_backend_quantile_huber_loss_and_gradient_match_the_pairwise_reference(backend, kappa, per_row_taus):
+    """Both backends compute the loss from sorted targets (not pairwise), so the cases that a
+    sort and a binary search can get wrong are here: targets tied with each other, with an estimate
+    and at exactly ``u = +-kappa``; estimates beyond every target on either side; returns near 1000
+    (precision of the sums of squares); more targets than estimates; QR-DQN's shared midpoints and
+    IQN's per-row taus."""
+    rng = np.random.default_rng(7)
+    rows, n, m = 6, 5, 8
+    targets = np.round(rng.normal(size=(rows, m)) * 8) / 4  # quarters: ties, exact in float32
+    targets[:, 3] = targets[:, 1]
+    estimates = np.round(rng.normal(size=(rows, n)) * 8) / 4
+    estimates[0, 0] = targets[0, 2]  # u == 0
+    estimates[1, 1] = targets[1, 4] - kappa  # u == +kappa
+    estimates[2, 2] = targets[2, 5] + kappa  # u == -kappa
+    estimates[3, 0], estimates[3, 4] = targets[3].min() - 5.0, targets[3].max() + 5.0
+    targets[4] += 1000.0
+    estimates[4] += 1000.0
+    targets[5, :] = 0.5  # every target the same
+    taus = (
+        rng.uniform(size=(rows, n))
+        if per_row_taus
+        else np.broadcast_to((2 * np.arange(n) + 1) / (2 * n), (rows, n))
+    )
+    # the reference sees the float32 values the backends see (the taus are not quarters)
+    estimates, targets, taus = (
+        np.asarray(a, np.float32).astype(np.float64) for a in (estimates, targets, taus)
+    )
+    got_rows, got_gradient = backend_quantile_loss_and_gradient(backend)(
+        estimates, targets, taus if per_row_taus else taus[0], kappa
+    )
+    for row in range(rows):
+        loss, gradient = loss_and_gradient_with_taus(estimates[row], targets[row], taus[row], kappa)
+        assert got_rows[row] == pytest.approx(loss, rel=1e-5, abs=1e-5), row
+        np.testing.assert_allclose(got_gradient[row], gradient, rtol=1e-5, atol=1e-6, err_msg=f"row {row}")
 
 
 def test_the_quantile_loss_is_minimised_at_the_target_distributions_quantiles():

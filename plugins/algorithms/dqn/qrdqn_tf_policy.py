@@ -15,23 +15,12 @@ from rlgear.blocks.replay_buffers import NEXT_ACTION_MASK, NEXT_OBS, WEIGHTS
 from rlgear.export.signature import explore_refused
 from rlgear.plugins.algorithms.dqn.qrdqn_config import quantile_midpoints
 from rlgear.plugins.algorithms.dqn.rainbow import zero_noise
-from rlgear.plugins.algorithms.dqn.tf_policy import DQNTFPolicy, QNetwork, _huber
+from rlgear.plugins.algorithms.dqn.tf_policy import DQNTFPolicy, QNetwork
 from rlgear.plugins.backends.tf import build_model, conv_encoder, tf
 from rlgear.plugins.backends.tf.export_heads import QValueHead
+from rlgear.plugins.backends.tf.losses import quantile_huber_loss
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space, flat_dim
-
-
-def quantile_huber_loss(quantiles: tf.Tensor, targets: tf.Tensor, taus: tf.Tensor, kappa: float) -> tf.Tensor:
-    """``[B]``: ``sum_i mean_j |tau_i - 1{u_ij < 0}| L_kappa(u_ij) / kappa`` with ``u_ij = targets_j -
-    quantiles_i`` (Dabney et al. 2018, eq. 10); see the torch ``quantile_huber_loss``. ``taus``: ``[N]``
-    (QR-DQN's midpoints, shared by the rows) or ``[B, N]`` (IQN's per-row samples)."""
-    taus = tf.reshape(taus, [-1, tf.shape(quantiles)[1]])  # [1, N] or [B, N]
-    u = targets[:, None, :] - quantiles[:, :, None]  # [B, i, j]
-    loss = _huber(u, kappa) / kappa if kappa > 0 else tf.abs(u)
-    below = tf.cast(tf.stop_gradient(u) < 0, u.dtype)
-    weight = tf.abs(taus[:, :, None] - below)
-    return tf.reduce_sum(tf.reduce_mean(weight * loss, axis=2), axis=1)
 
 
 class _QuantileMeans(tf.Module):

@@ -7,6 +7,7 @@ from typing import Any
 from rlgear.blocks.replay_buffers import NEXT_OBS, WEIGHTS
 from rlgear.plugins.algorithms.sac.tf_policy import SACTFPolicy
 from rlgear.plugins.backends.tf import tf
+from rlgear.plugins.backends.tf.losses import quantile_huber_loss
 from rlgear.sample_batch import SampleBatch as SB
 from rlgear.spaces import Space
 
@@ -35,15 +36,12 @@ class TQCTFPolicy(SACTFPolicy):
     def quantile_huber_loss(
         self, atoms: tf.Tensor, targets: tf.Tensor, batch: dict[str, tf.Tensor]
     ) -> tuple[tf.Tensor, tf.Tensor]:
-        n = atoms.shape[-1]
+        """The critic loss of ``atoms`` ``[K, B, N]`` against ``targets`` ``[B, M]``, and ``|TD error|``
+        per row: the torch policy's, every critic's atoms pooled per row."""
+        critics, n = atoms.shape[0], atoms.shape[-1]
         tau = (tf.range(n, dtype=atoms.dtype) + 0.5) / n
-        delta = targets[None, :, None, :] - atoms[..., None]  # [K, B, N, M]
-        abs_delta = tf.abs(delta)
-        huber = tf.where(abs_delta > 1.0, abs_delta - 0.5, 0.5 * tf.square(delta))
-        weight = tf.where(
-            tf.stop_gradient(delta) < 0, 1.0 - tau[:, None], tau[:, None]
-        )  # |tau - 1[delta < 0]|
-        per_row = tf.reduce_mean(weight * huber, axis=(0, 2, 3))
+        pooled = tf.reshape(tf.transpose(atoms, [1, 0, 2]), [-1, critics * n])
+        per_row = quantile_huber_loss(pooled, targets, tf.tile(tau, [critics]), 1.0) / (critics * n)
         if WEIGHTS in batch:  # importance-sampling correction of prioritized replay (Schaul et al. 2016)
             per_row = per_row * tf.cast(batch[WEIGHTS], per_row.dtype)
         row_means = tf.reduce_mean(tf.stop_gradient(atoms), axis=2) - tf.reduce_mean(targets, axis=1)
