@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlgear.config.exploration import ExplorationConfig
+from rlgear.errors import UnsupportedError
 from rlgear.policy import PolicyState
 from rlgear.sample_batch import SampleBatch
 from rlgear.spaces import Space
@@ -92,7 +93,6 @@ class Exploration:
     def module_class(cls, backend: str) -> type:
         """The :class:`ExplorationModule` of ``backend`` (imported now)."""
         from rlgear.discovery import registry
-        from rlgear.errors import UnsupportedError
 
         if backend not in cls.modules:
             supported = ", ".join(sorted(cls.modules)) or "none"
@@ -229,7 +229,10 @@ class ExplorationHost:
         options = getattr(config, "exploration", None)
         if options is not None and options.name is not None:
             module_class = exploration_plugin(options.name).module_class(self.exploration_backend)
-            self.exploration_module = module_class(observation_space, action_space, options, config.seed)
+            try:
+                self.exploration_module = module_class(observation_space, action_space, options, config.seed)
+            except UnsupportedError as err:
+                raise _naming_the_file(config, err) from err
 
     def get_weights(self) -> dict[str, np.ndarray]:
         weights = super().get_weights()  # type: ignore[misc]
@@ -274,3 +277,14 @@ class ExplorationHost:
         super().reseed(seed)  # type: ignore[misc]
         if self.exploration_module is not None:
             self.exploration_module.reseed(seed)
+
+
+def _naming_the_file(config: Any, err: UnsupportedError) -> UnsupportedError:
+    """A module's refusal of the env's spaces (ICM's of Box actions), prefixed as config errors
+    are (``FILE: exploration.name: ...``): the module sees only spaces and options, so its message
+    names the key but cannot name the file the user has to edit."""
+    fail = getattr(config, "fail", None)
+    if fail is None:  # a policy built from a bare config object, outside a run
+        return err
+    message = str(err).removeprefix("exploration.name: ")
+    return UnsupportedError(str(fail("exploration.name", message)))

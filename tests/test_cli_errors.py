@@ -177,6 +177,13 @@ CASES = {
         train(p, "algorithm: sac\nenv:\n  name: CartPole-v1\ntraining:\n  use_sde: true\n"),
         [f"{p / 'run.yaml'}: training.use_sde: gSDE needs Box actions, but env 'CartPole-v1' has Discrete"],
     ),
+    "icm-on-box-actions": lambda p: (
+        train(p, "algorithm: ppo\nenv:\n  name: Pendulum-v1\nexploration:\n  name: icm\n"),
+        [
+            f"{p / 'run.yaml'}: exploration.name: exploration 'icm' needs Discrete actions (its inverse "
+            "model classifies the action), got Box"
+        ],
+    ),
     "evaluate-zero-episodes": lambda p: (
         ["evaluate", str(p), "--episodes", "0"],
         ["--episodes: expected a positive number, got 0"],
