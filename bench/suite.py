@@ -73,7 +73,12 @@ def run_child(lib: str, task: Task, seed: int, budget: int) -> dict[str, Any]:
 def run_process(args: list[str], marker: str, label: str) -> dict[str, Any]:
     """Run ``python *args`` (one torch thread, no plugin autoload) and return the JSON of its last
     ``marker`` line, plus the process's wall time and peak RSS; a failure raises with its output's tail.
-    Shared with ``bench/marl.py``."""
+    Shared with ``bench/marl.py``.
+
+    Each evaluation the child reports (a ``marker`` line with ``RESULT`` as ``EVAL``) is printed as
+    it comes (env steps, return, wall clock so far): a run can take hours (sb3-contrib's QR-DQN on LunarLander
+    took 2 h here), and without it the only sign of life was the final line."""
+    progress_marker = marker.replace("RESULT", "EVAL")
     env = {
         **os.environ,
         "RLGEAR_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -93,6 +98,8 @@ def run_process(args: list[str], marker: str, label: str) -> dict[str, Any]:
     assert proc.stdout is not None
     for line in proc.stdout:
         lines.append(line.rstrip())
+        if line.startswith(progress_marker):
+            print(progress_token(json.loads(line.removeprefix(progress_marker))), end=" ", flush=True)
     _, status, usage = os.wait4(proc.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     results = [line.removeprefix(marker) for line in lines if line.startswith(marker)]
@@ -103,6 +110,12 @@ def run_process(args: list[str], marker: str, label: str) -> dict[str, Any]:
         "process_s": time.perf_counter() - start,
         "peak_rss_mb": usage.ru_maxrss / 1024,
     }
+
+
+def progress_token(point: dict[str, Any]) -> str:
+    """``12.5k -114.4 (130 s);``: an evaluation's env steps (in thousands), mean return and the run's
+    wall clock so far, for the live line."""
+    return f"{point['env_steps'] / 1000:g}k {point['return_mean']:.1f} ({point['wall_s']:.0f} s);"
 
 
 def code_version() -> str:

@@ -47,3 +47,21 @@ def test_a_schedule_over_the_zoos_budget_falls_over_that_budget():
         Task("Pendulum-v1", "tqc", 100, 10, 0.0, "x", {"kwargs": {"lr": lin(2.0)}}), budget=100
     )
     assert plain["lr"](0.5) == pytest.approx(1.0)
+
+
+def test_a_runs_evaluations_are_printed_as_they_come_and_its_result_returned(tmp_path, capsys):
+    """bench/suite.py's runs take up to hours: each evaluation a child reports shows on the live line
+    (env steps, return, wall clock so far), and the run's result is its last result line's JSON."""
+    from suite import run_process
+
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import json\n"
+        "print('noise')\n"
+        "for steps, ret in [(5000, -114.42), (10000, 12.0)]:\n"
+        "    print('SUITE_EVAL ' + json.dumps({'env_steps': steps, 'wall_s': steps / 1000, 'return_mean': ret}))\n"
+        "print('SUITE_RESULT ' + json.dumps({'wall_s': 10.0}))\n"
+    )
+    result = run_process([str(child)], "SUITE_RESULT ", "child")
+    assert capsys.readouterr().out == "5k -114.4 (5 s); 10k 12.0 (10 s); "
+    assert result["wall_s"] == 10.0 and result["process_s"] > 0
