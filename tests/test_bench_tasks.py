@@ -65,3 +65,14 @@ def test_a_runs_evaluations_are_printed_as_they_come_and_its_result_returned(tmp
     result = run_process([str(child)], "SUITE_RESULT ", "child")
     assert capsys.readouterr().out == "5k -114.4 (5 s); 10k 12.0 (10 s); "
     assert result["wall_s"] == 10.0 and result["process_s"] > 0
+
+
+def test_the_verdict_waits_for_equal_seed_counts_then_judges_return_and_time():
+    from suite import judge
+
+    def lib(iqm, low, seeds=5):
+        return {"iqm": iqm, "ci": (low, iqm + 10), "seeds": seeds}
+
+    assert judge(lib(100, 90), lib(150, 140, seeds=1), 0.2, 0.5) == "no verdict yet (5/1 seeds)"
+    assert judge(lib(145, 130), lib(150, 140), 0.2, 0.5) == "return ok, time ok"  # inside SB3's interval
+    assert judge(lib(100, 90), lib(150, 140), 0.6, 0.5) == "**return below**, **time above 0.5x**"
