@@ -314,9 +314,12 @@ def report(
         "(solved) | wall s rlgear / SB3 | wall ratio | env alone s | ratio above env | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    pending = []  # tasks that one library or both have no run of, under the current settings
     for task in tasks:
-        libs = by_task.get(task.name)
-        if not libs or len(libs) < 2:
+        libs = by_task.get(task.name, {})
+        if len(libs) < 2:
+            counts = ", ".join(f"{lib} {libs[lib]['seeds'] if lib in libs else 0}" for lib in LIBS)
+            pending.append(f"- {task.name}: seeds run so far: {counts}")
             continue
         r, s = libs["rlgear"], libs["sb3"]
 
@@ -335,23 +338,29 @@ def report(
             f"{s['ci'][1]:.1f}] | {steps(r)} / {steps(s)} | {r['wall_s']:.0f} / {s['wall_s']:.0f} | "
             f"{ratio:.2f} | {floor_text} | {above} | {verdict} |"
         )
-    table = "\n".join(lines)
-    elsewhere = "\n".join(f"- {algo} on {env}: {why}" for env, algo, why in elsewhere_tasks)
-    if plots is not None:
+    body = "\n".join(lines)
+    if pending:  # said under the table, so that a missing row reads as "not run yet", not as "dropped"
+        body += "\n\nNot in the table until both libraries have run (`python bench/suite.py --tasks NAME`):\n"
+        body += "\n".join(pending)
+    if elsewhere_tasks:
+        body += "\n\nMeasured elsewhere:\n" + "\n".join(
+            f"- {a} on {e}: {why}" for e, a, why in elsewhere_tasks
+        )
+    if plots is not None:  # the table's tasks only: a plot of one library's curves compares nothing
         for task in tasks:
             task_rows = [r for r in rows if r["task"] == task.name]
-            if task_rows:
+            if len(by_task.get(task.name, {})) == len(LIBS):
                 plot_task(task, task_rows, plots / f"{task.name}.png")
     if doc is not None:
         text = doc.read_text() if doc.exists() else ""
         begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
-        block = f"{begin}\n{table}\n\nMeasured elsewhere:\n{elsewhere}\n{end}"
+        block = f"{begin}\n{body}\n{end}"
         if begin in text and end in text:
             text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
         else:
             text = text + "\n" + block + "\n"
         doc.write_text(text)
-    return table + "\n\nMeasured elsewhere:\n" + elsewhere
+    return body
 
 
 def main() -> None:

@@ -76,3 +76,56 @@ def test_the_verdict_waits_for_equal_seed_counts_then_judges_return_and_time():
     assert judge(lib(100, 90), lib(150, 140, seeds=1), 0.2, 0.5) == "no verdict yet (5/1 seeds)"
     assert judge(lib(145, 130), lib(150, 140), 0.2, 0.5) == "return ok, time ok"  # inside SB3's interval
     assert judge(lib(100, 90), lib(150, 140), 0.6, 0.5) == "**return below**, **time above 0.5x**"
+
+
+def _results_with_one_task_run_by_both_and_one_by_rlgear_only(tmp_path):
+    """A results file as the suite writes it: ppo CartPole run by both libraries, tqc
+    LunarLanderContinuous by rlgear alone (one seed each, so no bootstrap is needed)."""
+    import json
+
+    from suite import TASKS_BY_NAME, settings_digest
+
+    def row(task_name, lib):
+        task = TASKS_BY_NAME[task_name]
+        curve = [{"env_steps": 5000, "wall_s": 5.0, "return_mean": 100.0}]
+        return {"task": task_name, "lib": lib, "seed": 0, "budget": task.budget,
+                "settings": settings_digest(task, lib), "curve": curve, "wall_s": 10.0, "peak_rss_mb": 100.0}  # fmt: skip
+
+    path = tmp_path / "runs.jsonl"
+    rows = [
+        row("ppo-CartPole-v1", "rlgear"),
+        row("ppo-CartPole-v1", "sb3"),
+        row("tqc-LunarLanderContinuous-v3", "rlgear"),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_report_names_the_tasks_a_library_has_not_run_yet(tmp_path):
+    """A task with one library's runs is left out of the table (nothing to compare) but listed under it
+    with each library's seed count, so a missing row reads as "not run yet" rather than vanishing."""
+    from suite import TASKS, report
+
+    doc = tmp_path / "bench.md"
+    doc.write_text("intro\n<!-- suite-table:begin -->\nstale table\n<!-- suite-table:end -->\noutro\n")
+    body = report(_results_with_one_task_run_by_both_and_one_by_rlgear_only(tmp_path), doc, None)
+    table, pending = body.split("Not in the table until both libraries have run", 1)
+    assert "| ppo-CartPole-v1 (>= 475) |" in table and "tqc-LunarLanderContinuous-v3" not in table
+    assert "- tqc-LunarLanderContinuous-v3: seeds run so far: rlgear 1, sb3 0" in pending
+    assert "- crossq-LunarLanderContinuous-v3: seeds run so far: rlgear 0, sb3 0" in pending
+    assert (
+        sum(line.startswith("- ") and "seeds run so far" in line for line in pending.splitlines())
+        == len(TASKS) - 1
+    )
+    text = doc.read_text()
+    assert text.startswith("intro\n<!-- suite-table:begin -->\n| task |") and text.endswith("-->\noutro\n")
+    assert "stale table" not in text and "Not in the table until" in text
+
+
+def test_the_report_plots_only_the_tasks_in_its_table(tmp_path):
+    pytest.importorskip("matplotlib")
+    from suite import report
+
+    plots = tmp_path / "plots"
+    report(_results_with_one_task_run_by_both_and_one_by_rlgear_only(tmp_path), None, plots)
+    assert sorted(p.name for p in plots.iterdir()) == ["ppo-CartPole-v1.png"]
