@@ -317,7 +317,7 @@ def report(
     pending = []  # tasks that one library or both have no run of, under the current settings
     for task in tasks:
         libs = by_task.get(task.name, {})
-        if len(libs) < 2:
+        if len(libs) < len(LIBS):
             counts = ", ".join(f"{lib} {libs[lib]['seeds'] if lib in libs else 0}" for lib in LIBS)
             pending.append(f"- {task.name}: seeds run so far: {counts}")
             continue
@@ -348,9 +348,8 @@ def report(
         )
     if plots is not None:  # the table's tasks only: a plot of one library's curves compares nothing
         for task in tasks:
-            task_rows = [r for r in rows if r["task"] == task.name]
             if len(by_task.get(task.name, {})) == len(LIBS):
-                plot_task(task, task_rows, plots / f"{task.name}.png")
+                plot_task(task, [r for r in rows if r["task"] == task.name], plots / f"{task.name}.png")
     if doc is not None:
         text = doc.read_text() if doc.exists() else ""
         begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
