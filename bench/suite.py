@@ -385,7 +385,9 @@ def main() -> None:
     tasks = [TASKS_BY_NAME[name] for name in args.tasks] if args.tasks else TASKS
     if not args.report:
         run_suite(tasks, seeds, args.libs, args.quick, path)
-    print(report(path, args.doc, args.plots))
+    # --tasks narrows what is printed (a one-task run lists no other task as "0 seeds"); a --doc table
+    # is the whole suite's, so writing it from a subset would drop the other tasks' rows.
+    print(report(path, args.doc, args.plots, tasks=TASKS if args.doc else tasks))
 
 
 if __name__ == "__main__":

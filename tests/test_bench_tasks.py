@@ -129,3 +129,23 @@ def test_the_report_plots_only_the_tasks_in_its_table(tmp_path):
     plots = tmp_path / "plots"
     report(_results_with_one_task_run_by_both_and_one_by_rlgear_only(tmp_path), None, plots)
     assert sorted(p.name for p in plots.iterdir()) == ["ppo-CartPole-v1.png"]
+
+
+def test_a_report_narrowed_by_tasks_prints_only_those_but_a_doc_keeps_every_task(tmp_path, monkeypatch, capsys):
+    """`--tasks X` after a run prints X alone (no list of every other task at 0 seeds); with `--doc` the
+    table written is the whole suite's, so the doc keeps the rows of tasks not named."""
+    import suite
+
+    results = _results_with_one_task_run_by_both_and_one_by_rlgear_only(tmp_path)
+    argv = ["suite.py", "--report", "--results", str(results), "--tasks", "tqc-LunarLanderContinuous-v3"]
+    monkeypatch.setattr(sys, "argv", argv)
+    suite.main()
+    printed = capsys.readouterr().out
+    assert "- tqc-LunarLanderContinuous-v3: seeds run so far: rlgear 1, sb3 0" in printed
+    assert "ppo-CartPole-v1" not in printed and "crossq-LunarLanderContinuous-v3" not in printed
+
+    doc = tmp_path / "bench.md"
+    monkeypatch.setattr(sys, "argv", [*argv, "--doc", str(doc)])
+    suite.main()
+    text = doc.read_text()
+    assert "| ppo-CartPole-v1 (>= 475) |" in text and "crossq-LunarLanderContinuous-v3" in text
