@@ -131,7 +131,9 @@ def test_the_report_plots_only_the_tasks_in_its_table(tmp_path):
     assert sorted(p.name for p in plots.iterdir()) == ["ppo-CartPole-v1.png"]
 
 
-def test_a_report_narrowed_by_tasks_prints_only_those_but_a_doc_keeps_every_task(tmp_path, monkeypatch, capsys):
+def test_a_report_narrowed_by_tasks_prints_only_those_but_a_doc_keeps_every_task(
+    tmp_path, monkeypatch, capsys
+):
     """`--tasks X` after a run prints X alone (no list of every other task at 0 seeds); with `--doc` the
     table written is the whole suite's, so the doc keeps the rows of tasks not named."""
     import suite

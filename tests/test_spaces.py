@@ -214,8 +214,12 @@ def test_gymnasium_spaces_convert_recursively():
     assert convert_space(space, "observation", "Env") == Dict(
         {"a": MultiDiscrete([2, 3]), "b": Tuple([MultiBinary(4), Discrete(5)]), "c": box(2)}
     )
-    with pytest.raises(ConfigError, match=r"observation\['a'\]"):
+    with pytest.raises(ConfigError, match=r"observation\['a'\] values are 0\.\.2, e\.g\. a gymnasium Observ"):
         convert_space(gym.spaces.Dict({"a": gym.spaces.Discrete(3, start=1)}), "observation", "Env")
+    with pytest.raises(
+        ConfigError, match=r"action values are 0\.\.3, e\.g\. a gymnasium ActionWrapper adding -2"
+    ):
+        convert_space(gym.spaces.Discrete(4, start=-2), "action", "Env")
     with pytest.raises(ConfigError, match="Text"):
         convert_space(gym.spaces.Text(5), "observation", "Env")
 

@@ -49,7 +49,11 @@ def convert_space(space: gym.Space, what: str, env_name: str) -> Space:
     if isinstance(space, gym.spaces.Discrete):
         if int(space.start) != 0:
             raise ConfigError(
-                f"env.name: {env_name}: Discrete {what} space starting at {space.start} is not supported"
+                f"env.name: {env_name}: Discrete {what} space starting at {space.start} is not supported "
+                f"(rlgear's Discrete counts from 0): wrap the env so that its {what} values are "
+                f"0..{int(space.n) - 1}, e.g. a gymnasium "
+                f"{'ActionWrapper adding' if what.startswith('action') else 'ObservationWrapper subtracting'} "
+                f"{space.start}"
             )
         return Discrete(int(space.n))
     if isinstance(space, gym.spaces.Box):
