@@ -74,9 +74,7 @@ class TQCTorchPolicy(SACTorchPolicy):
         with torch.no_grad():
             next_actions, next_logp = self.squashed_sample(next_obs, next_noise)
             pooled = self.quantiles(next_obs, next_actions, "target").permute(1, 0, 2).reshape(rows, -1)
-            # the M smallest atoms, in no particular order: the loss is a mean over them (and sorts
-            # them itself), and a partial selection costs a third of a full sort of K N atoms
-            kept = pooled.topk(self.config.training.kept_atoms(), dim=1, largest=False, sorted=False).values
+            kept = pooled.sort(dim=1).values[:, : self.config.training.kept_atoms()]
             # rewards: the n-step discounted sum; discounts: gamma**k, 0 after a terminal.
             targets = batch[SB.REWARDS].to(kept.dtype)[:, None] + batch[SB.DISCOUNTS].to(kept.dtype)[
                 :, None

@@ -6,9 +6,8 @@ which costs 1.6-2 s per process on the 2-core machine, more than half of the
 3 s budget from ``rlgear train`` launch to the first result (measured with
 ``python -X importtime``). These classes implement the same update rules
 (Kingma & Ba 2015 for Adam, with bias correction; RMSprop as in torch with
-``alpha=0.99``) with ``torch._foreach_*`` kernels (Adam with torch's fused kernel
-where it can, :meth:`Adam._fused_step`), and keep their state as named tensors for
-safetensors checkpoints.
+``alpha=0.99``) with ``torch._foreach_*`` kernels, and keep their state as
+named tensors for safetensors checkpoints.
 """
 
 from __future__ import annotations
@@ -93,9 +92,6 @@ class Adam(Optimizer):
         self.steps += 1
         beta1, beta2 = self.betas
         exp_avg, exp_avg_sq = self._buffers_for("exp_avg"), self._buffers_for("exp_avg_sq")
-        if self._fusable(params, grads):
-            self._fused_step(params, grads, exp_avg, exp_avg_sq)
-            return
         torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)
         torch._foreach_mul_(exp_avg_sq, beta2)
         torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1.0 - beta2)
@@ -105,51 +101,6 @@ class Adam(Optimizer):
         torch._foreach_div_(denom, bias2_sqrt)
         torch._foreach_add_(denom, self.eps)
         torch._foreach_addcdiv_(params, exp_avg, denom, value=-self.lr / bias1)
-
-    @staticmethod
-    def _fusable(params: list[torch.Tensor], grads: list[torch.Tensor]) -> bool:
-        """Whether torch's fused Adam kernel can take this step: one CPU or CUDA device, float32 throughout."""
-        device = params[0].device
-        return (
-            device.type in ("cpu", "cuda")
-            and hasattr(torch, "_fused_adam_")
-            and all(
-                t.dtype == torch.float32 and t.device == device and not t.is_sparse for t in (*params, *grads)
-            )
-        )
-
-    def _fused_step(
-        self,
-        params: list[torch.Tensor],
-        grads: list[torch.Tensor],
-        exp_avg: list[torch.Tensor],
-        exp_avg_sq: list[torch.Tensor],
-    ) -> None:
-        """The same update in torch's fused kernel (``torch._fused_adam_``, the op behind
-        ``torch.optim.Adam(fused=True)``, called directly so that no dynamo import comes with it).
-
-        Why: the foreach ops above run as one kernel per tensor and operation on the CPU (about 100
-        dispatches for SAC's 13 parameter tensors), the fused kernel as one pass over each tensor;
-        on TQC's 400x300 critics that is 0.2 ms a step instead of 0.8 ms. Same rule (bias-corrected,
-        ``eps`` added after the square root), rounding aside.
-        """
-        step = torch.full((), float(self.steps), dtype=torch.float32, device=params[0].device)
-        beta1, beta2 = self.betas
-        torch._fused_adam_(
-            params,
-            grads,
-            exp_avg,
-            exp_avg_sq,
-            [],
-            [step] * len(params),
-            lr=self.lr,
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=0.0,
-            eps=self.eps,
-            amsgrad=False,
-            maximize=False,
-        )
 
     def hyperparameters(self) -> dict[str, Any]:
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps}
