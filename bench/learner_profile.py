@@ -6,10 +6,12 @@ says how far a step is from the floor its own arithmetic sets: it times rlgear's
 ``learn_on_batch`` on a replayed minibatch (random data of the config's sizes, so no env is
 needed), profiles it with ``torch.profiler``, adds up the matmul kernels (mm, addmm, bmm,
 baddbmm) and compares their speed with a plain ``torch.mm`` of the biggest layer's shape in the
-same process. With ``--sb3`` (``tqc`` or ``sac`` configs, sb3-contrib/SB3 installed) it does the
-same for Stable-Baselines3's ``train()`` on the same sizes and a real env's warm-up data.
+same process. With ``--sb3`` (a tqc, crossq, sac or td3 config of the suite, SB3 and sb3-contrib installed) it
+does the same for the peer's ``train()``, its model built as the suite builds it, on a real env's
+warm-up data. The ratio of the two step times predicts a run's wall ratio where gradient steps
+dominate it, without the hours a full run of a big-network task takes.
 
-    python bench/learner_profile.py configs/tqc-lunarlander-continuous.yaml --obs-dim 8 --act-dim 2
+    python bench/learner_profile.py configs/tqc-lunarlander-continuous.yaml --sb3
 
 One thread, as the benchmark suite runs each library. Prints one JSON object.
 """
@@ -100,40 +102,53 @@ def rlgear_step(config_path: Path, obs_dim: int, act_dim: int):
     return (lambda: policy.learn_on_batch(buffer.sample(batch))), config
 
 
-def sb3_step(config, env_name: str):
-    """Stable-Baselines3's (sb3-contrib's for tqc) ``train()`` on the same sizes, after its warm-up."""
-    import torch
+def suite_task(config_path: Path):
+    """The ``bench/suite.py`` task that runs this config file, or None."""
+    import sys
 
-    algorithm = config.algorithm
-    if algorithm == "tqc":
-        from sb3_contrib import TQC as cls
-    elif algorithm == "sac":
-        from stable_baselines3 import SAC as cls
-    else:
-        raise SystemExit(f"--sb3: only tqc and sac configs, got {algorithm}")
-    t = config.training
-    model = cls(
-        "MlpPolicy",
-        env_name,
-        learning_rate=t.lr,
-        batch_size=t.train_batch_size,
-        gamma=t.gamma,
-        tau=t.tau,
-        learning_starts=1000,
-        policy_kwargs={"net_arch": list(config.model.hidden_sizes)},
-        seed=0,
-        device="cpu",
-    )
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from suite_tasks import TASKS
+
+    return next((t for t in TASKS if t.rlgear_config == config_path.name), None)
+
+
+def sb3_step(config_path: Path):
+    """The peer's ``train()`` for one gradient step, its model built exactly as ``bench/suite.py``
+    builds it for this config's task (sb3-contrib's TQC/CrossQ, SB3's SAC/TD3, the zoo's keyword
+    arguments), after a short warm-up of real env steps to fill its replay buffer."""
+    task = suite_task(config_path)
+    if task is None or task.algorithm not in ("tqc", "crossq", "sac", "td3"):
+        raise SystemExit(f"--sb3: {config_path.name} is not an off-policy task of bench/suite_tasks.py")
+    import torch
+    from _suite_child import _sb3_kwargs, sb3_algorithm
+    from stable_baselines3.common.env_util import make_vec_env
+
+    kwargs = _sb3_kwargs(task, task.budget)
+    kwargs.update(learning_starts=1000, train_freq=1, gradient_steps=1)
+    env = make_vec_env(task.env, n_envs=task.sb3.get("n_envs", 1), seed=0)
+    model = sb3_algorithm(task.algorithm)("MlpPolicy", env, seed=0, verbose=0, device="cpu", **kwargs)
     model.learn(1100)
     torch.set_num_threads(1)
-    return lambda: model.train(gradient_steps=1, batch_size=int(t.train_batch_size))
+    batch = int(kwargs.get("batch_size", model.batch_size))
+    return lambda: model.train(gradient_steps=1, batch_size=batch)
+
+
+def env_dims(env_name: str) -> tuple[int, int]:
+    """Observation and action sizes of a gymnasium env with flat Box spaces."""
+    import gymnasium as gym
+
+    env = gym.make(env_name)
+    try:
+        return int(env.observation_space.shape[0]), int(env.action_space.shape[0])
+    finally:
+        env.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path, help="an off-policy run config (its model and training sizes)")
-    parser.add_argument("--obs-dim", type=int, required=True)
-    parser.add_argument("--act-dim", type=int, required=True)
+    parser.add_argument("--obs-dim", type=int, help="observation size (default: the config's env's)")
+    parser.add_argument("--act-dim", type=int, help="action size (default: the config's env's)")
     parser.add_argument("--steps", type=int, default=200, help="timed gradient steps (default 200)")
     parser.add_argument("--sb3", action="store_true", help="also profile SB3's train() on the config's env")
     args = parser.parse_args()
@@ -141,8 +156,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    if args.obs_dim is None or args.act_dim is None:
+        import yaml
+
+        obs_dim, act_dim = env_dims(yaml.safe_load(args.config.read_text())["env"]["name"])
+        args.obs_dim = args.obs_dim or obs_dim
+        args.act_dim = args.act_dim or act_dim
     step, config = rlgear_step(args.config, args.obs_dim, args.act_dim)
-    sizes = list(config.model.hidden_sizes)
+    # the critics' layers where they have their own sizes (crossq), else the shared ones
+    sizes = list(getattr(config.training, "critic_hidden_sizes", None) or config.model.hidden_sizes)
     batch = int(config.training.train_batch_size)
     report = {
         "config": str(args.config),
@@ -151,7 +173,10 @@ def main() -> None:
         "torch": torch.__version__,
     }
     if args.sb3:
-        report["sb3"] = profiled(sb3_step(config, config.env.name), args.steps)
+        report["sb3"] = profiled(sb3_step(args.config), args.steps)
+        report["step_ratio_rlgear_over_sb3"] = round(
+            report["rlgear"]["ms_per_step"] / report["sb3"]["ms_per_step"], 2
+        )
     print(json.dumps(report, indent=2))
 
 
